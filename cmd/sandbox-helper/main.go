@@ -1,0 +1,75 @@
+// Command sandbox-helper is the in-container helper of `docker sandbox`.
+//
+// It is a static program that depends on the standard library only (plus the
+// project's stdlib-only exec/wire package), so that it runs unchanged in any
+// image: the plugin mounts it read-only at /opt/sandbox/sandbox-helper in every
+// sandbox container. It relies on nothing in the image besides the interpreter
+// it is asked to run.
+//
+// Subcommands:
+//
+//	sandbox-helper init --idle-ttl DURATION [--spec HASH]
+//
+// is PID 1 of the sandbox container: it reaps zombies, exits once nothing but
+// itself has run for longer than the idle TTL (0 means never), and on SIGTERM
+// or SIGINT kills every other process and exits 0. --spec is only carried in
+// argv, where `run` reads it back from /proc/1/cmdline.
+//
+//	sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES
+//	                   [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH]
+//	                   -- [USER ARGS...]
+//
+// is the exec wrapper. Unless --no-code is given, stdin starts with a code
+// header (see wire.ReadCodeHeader) and the code; the rest of stdin is the
+// program's stdin. Everything the program writes is framed onto stdout
+// (wire.Stdout, wire.Stderr), followed by exactly one wire.Status frame; the
+// wrapper then exits with the program's exit code.
+//
+//	sandbox-helper version
+//
+// prints the version (set with -ldflags "-X main.version=...").
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(realMain(os.Args[1:]))
+}
+
+// realMain dispatches to a subcommand and returns the process exit code.
+func realMain(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return 2
+	}
+	switch args[0] {
+	case "init":
+		return runInit(args[1:])
+	case "run":
+		return runRun(args[1:])
+	case "version", "--version", "-version":
+		fmt.Fprintln(os.Stdout, version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		usage(os.Stdout)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run or version)\n", args[0])
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  sandbox-helper init --idle-ttl DURATION [--spec HASH]
+  sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] -- [ARGS...]
+  sandbox-helper version
+`)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// procRoot is where the proc filesystem is mounted. Tests point it at a fake
+// listing.
+var procRoot = "/proc"
+
+// prctl options (linux/prctl.h).
+const (
+	prSetDumpable       = 4
+	prSetChildSubreaper = 36
+)
+
+// procStat is the part of /proc/PID/stat the helper uses.
+type procStat struct {
+	PID   int
+	State byte // R, S, D, Z, T, ...
+	PPID  int
+	PGRP  int
+}
+
+// parseStat parses the content of /proc/PID/stat. The command name (field 2)
+// is in parentheses and may itself contain spaces and parentheses, so the
+// fields after it are found from the last ')'.
+func parseStat(b []byte) (procStat, error) {
+	var ps procStat
+	open := bytes.IndexByte(b, '(')
+	end := bytes.LastIndexByte(b, ')')
+	if open < 1 || end < open {
+		return ps, errors.New("malformed stat: no command name")
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b[:open])))
+	if err != nil {
+		return ps, fmt.Errorf("malformed stat: pid: %v", err)
+	}
+	rest := bytes.Fields(b[end+1:])
+	if len(rest) < 3 || len(rest[0]) != 1 {
+		return ps, errors.New("malformed stat: short")
+	}
+	ppid, err := strconv.Atoi(string(rest[1]))
+	if err != nil {
+		return ps, fmt.Errorf("malformed stat: ppid: %v", err)
+	}
+	pgrp, err := strconv.Atoi(string(rest[2]))
+	if err != nil {
+		return ps, fmt.Errorf("malformed stat: pgrp: %v", err)
+	}
+	ps.PID, ps.State, ps.PPID, ps.PGRP = pid, rest[0][0], ppid, pgrp
+	return ps, nil
+}
+
+// readProcs lists the processes under root (a proc filesystem). Entries that
+// vanish while it reads, or that it cannot parse, are skipped; only a failure
+// to list root is an error.
+func readProcs(root string) ([]procStat, error) {
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]procStat, 0, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, name, "stat"))
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		ps, err := parseStat(b)
+		if err != nil {
+			continue
+		}
+		ps.PID = pid
+		procs = append(procs, ps)
+	}
+	return procs, nil
+}
+
+// descendants returns every process in procs whose chain of parents leads to
+// root (root itself excluded).
+func descendants(procs []procStat, root int) []procStat {
+	children := make(map[int][]int, len(procs))
+	byPID := make(map[int]procStat, len(procs))
+	for _, p := range procs {
+		byPID[p.PID] = p
+		if p.PID != p.PPID {
+			children[p.PPID] = append(children[p.PPID], p.PID)
+		}
+	}
+	var out []procStat
+	seen := map[int]bool{root: true}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			out = append(out, byPID[c])
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// prctl calls prctl(2) with two arguments.
+func prctl(option, arg uintptr) error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, option, arg, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// setNonDumpable marks the process non-dumpable, so that other processes of
+// the same uid (the sandboxed program) can neither ptrace it nor open its
+// /proc/PID/fd or /proc/PID/mem. The flag is reset by execve, so children are
+// unaffected.
+func setNonDumpable() error { return prctl(prSetDumpable, 0) }
+
+// setChildSubreaper makes orphaned descendants re-parent to this process
+// instead of PID 1.
+func setChildSubreaper() error { return prctl(prSetChildSubreaper, 1) }

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+)
+
+// proc1Cmdline is where `run` reads PID 1's argv to compare --spec. Tests
+// point it elsewhere.
+var proc1Cmdline = "/proc/1/cmdline"
+
+// codeTempRoot is where the code file's private directory is made.
+var codeTempRoot = "/tmp"
+
+// runOptions are the parsed flags of `run`.
+type runOptions struct {
+	interps   []string
+	codeExt   string
+	noCode    bool
+	timeout   time.Duration
+	maxOutput int64
+	workdir   string
+	spec      string
+	args      []string
+}
+
+// parseRunFlags parses the flags of `run`. Arguments after `--` (or after the
+// first non-flag argument) are the program's arguments.
+func parseRunFlags(args []string) (runOptions, error) {
+	var o runOptions
+	fs := flag.NewFlagSet("sandbox-helper run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // stdout is the framed channel; errors go in the Status
+	interp := fs.String("interp", "", "comma-separated interpreter candidates; the first on PATH is used")
+	fs.StringVar(&o.codeExt, "code-ext", "", "extension of the code file, e.g. .py")
+	fs.BoolVar(&o.noCode, "no-code", false, "no code header on stdin: run INTERP ARGS... with raw stdin")
+	fs.DurationVar(&o.timeout, "timeout", 0, "kill the program after this long (required)")
+	fs.Int64Var(&o.maxOutput, "max-output", 0, "cap on each of stdout and stderr, in bytes (required)")
+	fs.StringVar(&o.workdir, "workdir", "", "absolute working directory, created if missing")
+	fs.StringVar(&o.spec, "spec", "", "expected sandbox spec hash (compared with PID 1's --spec)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.args = fs.Args()
+	if o.codeExt != "" && !strings.HasPrefix(o.codeExt, ".") {
+		o.codeExt = "." + o.codeExt
+	}
+	for _, c := range strings.Split(*interp, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.interps = append(o.interps, c)
+		}
+	}
+	switch {
+	case len(o.interps) == 0:
+		return o, errors.New("--interp is required")
+	case o.timeout <= 0:
+		return o, errors.New("--timeout is required and must be > 0")
+	case o.maxOutput <= 0:
+		return o, errors.New("--max-output is required and must be > 0")
+	case o.workdir != "" && !filepath.IsAbs(o.workdir):
+		return o, fmt.Errorf("--workdir must be absolute, got %q", o.workdir)
+	case strings.ContainsAny(o.codeExt, "/\x00"):
+		return o, fmt.Errorf("--code-ext %q must not contain a slash", o.codeExt)
+	}
+	return o, nil
+}
+
+// specFromCmdline returns the value of --spec in a NUL-separated command line
+// (as in /proc/PID/cmdline), and false if there is none. Both "--spec VALUE"
+// and "--spec=VALUE" (and the single-dash forms the flag package accepts) are
+// understood; the last one wins, as with the flag package.
+func specFromCmdline(cmdline []byte) (string, bool) {
+	fields := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	var spec string
+	var found bool
+	for i := 0; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case f == "--spec" || f == "-spec":
+			if i+1 < len(fields) {
+				spec, found = fields[i+1], true
+				i++
+			}
+		case strings.HasPrefix(f, "--spec="):
+			spec, found = strings.TrimPrefix(f, "--spec="), true
+		case strings.HasPrefix(f, "-spec="):
+			spec, found = strings.TrimPrefix(f, "-spec="), true
+		}
+	}
+	return spec, found
+}
+
+// specMismatch compares the spec this exec wants with PID 1's command line.
+// It reports a mismatch only when PID 1 carries a --spec that differs; a want
+// of "" or a PID 1 without --spec is never a mismatch.
+func specMismatch(cmdline []byte, want string) (have string, mismatch bool) {
+	if want == "" {
+		return "", false
+	}
+	have, ok := specFromCmdline(cmdline)
+	if !ok {
+		return "", false
+	}
+	return have, have != want
+}
+
+// runRun is `sandbox-helper run`. It writes exactly one Status frame and
+// returns its exit code.
+func runRun(args []string) int {
+	out := newOutput(os.Stdout)
+	st := doRun(args, out)
+	out.status(st)
+	return st.ExitCode
+}
+
+func failure(exitCode int, code, msg string) wire.RunStatus {
+	return wire.RunStatus{ExitCode: exitCode, ErrorCode: code, Error: msg}
+}
+
+func internalError(format string, a ...any) wire.RunStatus {
+	return failure(125, wire.ErrInternal, "sandbox-helper: "+fmt.Sprintf(format, a...))
+}
+
+func doRun(args []string, out *output) (st wire.RunStatus) {
+	defer func() {
+		if r := recover(); r != nil {
+			st = internalError("panic: %v", r)
+		}
+	}()
+	opts, err := parseRunFlags(args)
+	if err != nil {
+		return failure(125, wire.ErrBadRequest, "sandbox-helper run: "+err.Error())
+	}
+	_ = setNonDumpable()
+
+	if opts.spec != "" {
+		if b, err := os.ReadFile(proc1Cmdline); err == nil {
+			if have, bad := specMismatch(b, opts.spec); bad {
+				return failure(125, wire.ErrSpecMismatch, fmt.Sprintf(
+					"the sandbox was created for spec %q but this exec wants spec %q; remove the sandbox so it is recreated", have, opts.spec))
+			}
+		}
+	}
+
+	if opts.workdir != "" {
+		if err := os.MkdirAll(opts.workdir, 0o755); err != nil {
+			return failure(125, wire.ErrBadRequest, fmt.Sprintf("sandbox-helper run: creating the working directory: %v", err))
+		}
+	}
+
+	var codePath string
+	if !opts.noCode {
+		dir, path, err := receiveCode(os.Stdin, opts.codeExt)
+		if dir != "" {
+			defer os.RemoveAll(dir)
+		}
+		if err != nil {
+			if errors.Is(err, errBadCode) {
+				return failure(125, wire.ErrBadRequest, "sandbox-helper run: "+err.Error())
+			}
+			return internalError("%v", err)
+		}
+		codePath = path
+	}
+
+	interp, fail := resolveInterpreter(opts.interps)
+	if fail != nil {
+		return *fail
+	}
+	argv := []string{interp}
+	if !opts.noCode {
+		argv = append(argv, codePath)
+	}
+	argv = append(argv, opts.args...)
+
+	if err := setChildSubreaper(); err != nil {
+		return internalError("PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	return supervise(opts, argv, out)
+}
+
+var errBadCode = errors.New("bad code")
+
+// receiveCode reads the code header and the code from r (unbuffered: the rest
+// of r is the program's stdin) and writes the code to a new private directory
+// under codeTempRoot. It returns the directory (to remove, even on error) and
+// the code file.
+func receiveCode(r io.Reader, ext string) (dir, path string, err error) {
+	n, err := wire.ReadCodeHeader(r)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %v", errBadCode, err)
+	}
+	dir, err = os.MkdirTemp(codeTempRoot, ".sandbox-code-")
+	if err != nil {
+		return "", "", fmt.Errorf("creating the code directory: %v", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return dir, "", fmt.Errorf("creating the code directory: %v", err)
+	}
+	path = filepath.Join(dir, "main"+ext)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return dir, "", fmt.Errorf("creating the code file: %v", err)
+	}
+	written, err := io.CopyN(f, r, n)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		return dir, "", fmt.Errorf("writing the code file: %v", cerr)
+	}
+	if err != nil {
+		if written < n && (err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF)) {
+			return dir, "", fmt.Errorf("%w: stdin ended after %d of %d bytes of code", errBadCode, written, n)
+		}
+		return dir, "", fmt.Errorf("receiving the code: %v", err)
+	}
+	return dir, path, nil
+}
+
+// resolveInterpreter returns the path of the first candidate found on PATH,
+// or the Status to end the run with.
+func resolveInterpreter(cands []string) (string, *wire.RunStatus) {
+	for _, c := range cands {
+		if p, err := exec.LookPath(c); err == nil {
+			// The child starts in --workdir: a relative path must not be
+			// resolved there.
+			if abs, err := filepath.Abs(p); err == nil {
+				p = abs
+			}
+			return p, nil
+		}
+	}
+	name := describeCandidates(cands)
+	for _, c := range cands {
+		if p, ok := findNonExecutable(c); ok {
+			st := failure(126, wire.ErrInterpreterNoExec, fmt.Sprintf("%s: found %s but it is not executable", name, p))
+			return "", &st
+		}
+	}
+	st := failure(127, wire.ErrInterpreterNotFound, fmt.Sprintf("%s: interpreter not found in the image (PATH=%s)", name, os.Getenv("PATH")))
+	return "", &st
+}
+
+// describeCandidates renders ["python3","python"] as "python3 (or python)".
+func describeCandidates(cands []string) string {
+	if len(cands) == 1 {
+		return cands[0]
+	}
+	return cands[0] + " (or " + strings.Join(cands[1:], " or ") + ")"
+}
+
+// findNonExecutable looks for name the way exec.LookPath does and returns a
+// regular file that exists there, which, LookPath having failed, is not
+// executable.
+func findNonExecutable(name string) (string, bool) {
+	var paths []string
+	if strings.Contains(name, "/") {
+		paths = []string{name}
+	} else {
+		for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+			if filepath.IsAbs(dir) {
+				paths = append(paths, filepath.Join(dir, name))
+			}
+		}
+	}
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// output is the framed stdout, shared by the output pumps and the final
+// Status. Once the Status is written (sealed), nothing else is.
+type output struct {
+	fw     *wire.FrameWriter
+	mu     sync.Mutex
+	sealed bool
+	err    error
+	broken chan struct{} // closed when a write to stdout fails
+}
+
+func newOutput(w io.Writer) *output {
+	return &output{fw: wire.NewFrameWriter(w), broken: make(chan struct{})}
+}
+
+// frame writes one output frame; false means it was not written (sealed, or
+// stdout is broken).
+func (o *output) frame(typ byte, p []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sealed || o.err != nil {
+		return false
+	}
+	if err := o.fw.WriteFrame(typ, p); err != nil {
+		o.err = err
+		close(o.broken)
+		return false
+	}
+	return true
+}
+
+// status seals the output and writes the Status frame.
+func (o *output) status(st wire.RunStatus) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sealed {
+		return
+	}
+	o.sealed = true
+	if o.err != nil {
+		return
+	}
+	b, _ := json.Marshal(st) // cannot fail: RunStatus has only plain fields
+	if err := o.fw.WriteFrame(wire.Status, b); err != nil {
+		o.err = err
+	}
+}

@@ -1,0 +1,95 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Engine is the part of the Engine API this package uses.
+type Engine interface {
+	ContainerExecCreate(ctx context.Context, container string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, container string, options container.StartOptions) error
+	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
+	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ImageInspect(ctx context.Context, image string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemove(ctx context.Context, volumeID string, force bool) error
+	Info(ctx context.Context) (system.Info, error)
+}
+
+var _ Engine = (*client.Client)(nil)
+
+// scopeFilter selects the plugin's objects of one scope (and session).
+func scopeFilter(t Target, kind string) filters.Args {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelScope+"="+t.Scope))
+	if t.Session != "" {
+		f.Add("label", LabelSession+"="+t.Session)
+	}
+	if kind != "" {
+		f.Add("label", LabelKind+"="+kind)
+	}
+	return f
+}
+
+// EngineError classifies an error from the engine: unreachable engines get
+// their own code so scripts can tell them from bad input.
+func EngineError(err error, what string) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if IsUnreachable(err) {
+		return Wrap(CodeEngineUnreachable, err, "cannot reach the Docker Engine (check `docker context ls`, DOCKER_HOST, or that the engine runs)")
+	}
+	return Wrap(CodeEngineError, err, "%s", what)
+}
+
+// IsUnreachable tells a connection failure from an API error.
+func IsUnreachable(err error) bool {
+	if client.IsErrConnectionFailed(err) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "Cannot connect to the Docker daemon") || strings.Contains(s, "connect: no such file or directory") ||
+		strings.Contains(s, "connection refused")
+}
+
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+func isConflict(err error) bool { return cerrdefs.IsConflict(err) }
+
+// isNotRunning reports the engine's "container ... is not running" (and
+// "is restarting"/"is paused") answer to an exec create.
+func isNotRunning(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "is not running") || strings.Contains(s, "is restarting") || strings.Contains(s, "is paused") ||
+		strings.Contains(s, "removal of container") || strings.Contains(s, "is marked for removal") || strings.Contains(s, "is dead")
+}

@@ -1,0 +1,70 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes used in the JSON error object ({"error":{"code":...}}). They are
+// part of the stable schema documented in the README.
+const (
+	CodeBadFlag            = "bad_flag"
+	CodeBadName            = "bad_name"
+	CodeBadConfig          = "bad_config"
+	CodeEngineUnreachable  = "engine_unreachable"
+	CodeImageMissing       = "image_missing"
+	CodeImageBuildFailed   = "image_build_failed"
+	CodeBadImage           = "bad_image"
+	CodeRuntimeUnavailable = "runtime_unavailable"
+	CodeLimitReached       = "limit_reached"
+	CodeScopeBusy          = "scope_busy"
+	CodeSandboxMismatch    = "sandbox_mismatch"
+	CodeSandboxGone        = "sandbox_gone"
+	CodeNotFound           = "not_found"
+	CodeFileNotFound       = "file_not_found"
+	CodeInterpreterMissing = "interpreter_not_found"
+	CodeInterpreterNoExec  = "interpreter_not_executable"
+	CodeEngineError        = "engine_error"
+	CodeInternal           = "internal"
+	CodeNotImplemented     = "not_implemented"
+)
+
+// Error is an error with a stable code and the exit status the CLI uses.
+type Error struct {
+	Code    string
+	Message string
+	Exit    int
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil && e.Message == "" {
+		return e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with exit status 125.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Exit: 125}
+}
+
+// Wrap returns an *Error with exit status 125 that wraps err.
+func Wrap(code string, err error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return &Error{Code: code, Message: msg, Exit: 125, Err: err}
+}
+
+// AsError returns err as an *Error, classifying unknown errors.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: CodeInternal, Message: err.Error(), Exit: 125, Err: err}
+}

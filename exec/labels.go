@@ -1,0 +1,38 @@
+package exec
+
+import "os"
+
+// Labels put on everything the plugin creates.
+const (
+	LabelPrefix  = "com.docker.sandbox."
+	LabelManaged = LabelPrefix + "managed"
+	LabelScope   = LabelPrefix + "scope"
+	LabelSession = LabelPrefix + "session"
+	LabelKind    = LabelPrefix + "kind"
+	LabelVersion = LabelPrefix + "version"
+	LabelSpec    = LabelPrefix + "spec"
+	LabelIdleTTL = LabelPrefix + "idle-ttl"
+	LabelNetwork = LabelPrefix + "network"
+	LabelImage   = LabelPrefix + "image"
+	LabelRuntime = LabelPrefix + "runtime"
+	LabelTestRun = LabelPrefix + "test-run"
+)
+
+// Kinds of objects (LabelKind).
+const (
+	KindSandbox   = "sandbox"
+	KindUser      = "user"
+	KindWorkspace = "workspace"
+	KindHelper    = "helper"
+	KindSeeder    = "seeder"
+)
+
+// BaseLabels returns the labels every object carries. DOCKER_SANDBOX_TEST_RUN
+// adds a label the test suite uses to find and remove what one run created.
+func BaseLabels(kind string) map[string]string {
+	l := map[string]string{LabelManaged: "true", LabelKind: kind}
+	if id := os.Getenv("DOCKER_SANDBOX_TEST_RUN"); id != "" {
+		l[LabelTestRun] = id
+	}
+	return l
+}

@@ -1,0 +1,446 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+)
+
+// Images provides the images a sandbox needs (implemented by package images).
+type Images interface {
+	// EnsureImage makes ref present on the engine (building the built-in
+	// runtime image, or pulling), with progress on the progress writer.
+	EnsureImage(ctx context.Context, ref string) (image.InspectResponse, error)
+	// EnsureHelper makes the helper image for the architecture present and
+	// returns its reference and the name of the volume that carries it.
+	EnsureHelper(ctx context.Context, arch string) (ref, volume string, err error)
+}
+
+// Manager creates sandboxes and runs code in them.
+type Manager struct {
+	Engine Engine
+	Images Images
+	// Version is the plugin's version (labels, spec hash).
+	Version string
+}
+
+// Request is one program to run.
+type Request struct {
+	Lang    Language
+	Code    []byte // the program; nil with NoCode
+	NoCode  bool   // run Args[0] with Args[1:] instead of code (shells, commands)
+	Args    []string
+	Env     []string
+	Workdir string // absolute, inside the sandbox
+	Timeout time.Duration
+	// MaxOutput caps each of stdout and stderr, in bytes, at the source.
+	MaxOutput int64
+	Stdin     io.Reader // the program's stdin; nil for none
+	Stdout    io.Writer
+	Stderr    io.Writer
+}
+
+// Result tells how a run ended.
+type Result struct {
+	Container string // 12-character ID, when known
+	Created   bool
+	// FreshVolumes are the volumes this call created.
+	FreshVolumes []string
+	Status       wire.RunStatus
+	Duration     time.Duration
+}
+
+// maxCreateWait bounds how long a call waits for a container that another
+// call is creating or the engine is removing.
+const maxCreateWait = 60 * time.Second
+
+// Run runs req in the sandbox described by spec, creating the sandbox first
+// when it does not exist.
+func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
+	start := time.Now()
+	var res Result
+	name := spec.ContainerName()
+	deadline := time.Now().Add(maxCreateWait)
+	backoff := 20 * time.Millisecond
+	for {
+		t0 := time.Now()
+		execID, err := m.execCreate(ctx, name, spec, req)
+		debugf("exec create %v", time.Since(t0))
+		if err == nil {
+			t1 := time.Now()
+			st, err := m.attach(ctx, execID, req)
+			debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
+			res.Status = st
+			res.Duration = time.Since(start)
+			if err != nil {
+				return res, err
+			}
+			if st.ErrorCode == wire.ErrSpecMismatch {
+				return res, Errorf(CodeSandboxMismatch,
+					"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
+					spec.Target, spec.Describe(), spec.Target)
+			}
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		switch {
+		case isNotFound(err):
+			// No container: create it (or learn that another call did).
+			id, fresh, cerr := m.create(ctx, &spec)
+			res.FreshVolumes = append(res.FreshVolumes, fresh...)
+			if cerr != nil {
+				return res, cerr
+			}
+			if id != "" {
+				res.Created = true
+				res.Container = shortID(id)
+			}
+		case isNotRunning(err):
+			// Created but not started yet, or expiring: start it, or wait
+			// until the engine has removed it and create a new one.
+			if serr := m.Engine.ContainerStart(ctx, name, container.StartOptions{}); serr != nil && !isNotFound(serr) && !isConflict(serr) && !isNotRunning(serr) {
+				if IsUnreachable(serr) {
+					return res, EngineError(serr, "")
+				}
+				// Starting a container that is being removed fails; retry.
+			}
+		default:
+			return res, EngineError(err, "cannot run in sandbox "+spec.Target.String())
+		}
+		if time.Now().After(deadline) {
+			return res, Errorf(CodeEngineError, "sandbox %s did not become ready within %s", spec.Target, maxCreateWait)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// HelperCommand is the exec command line of `sandbox-helper run`.
+func HelperCommand(spec Spec, req Request) []string {
+	cmd := []string{HelperPath, "run",
+		"--timeout", req.Timeout.String(),
+		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
+		"--workdir", req.Workdir,
+		"--spec", spec.Hash(),
+	}
+	if req.NoCode {
+		cmd = append(cmd, "--no-code", "--interp", req.Args[0], "--")
+		return append(cmd, req.Args[1:]...)
+	}
+	cmd = append(cmd, "--interp", strings.Join(req.Lang.Interps, ","), "--code-ext", req.Lang.Ext, "--")
+	return append(cmd, req.Args...)
+}
+
+func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request) (string, error) {
+	resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
+		User:         SandboxUser,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          req.Env,
+		WorkingDir:   WorkspaceDir,
+		Cmd:          HelperCommand(spec, req),
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.ID, nil
+}
+
+// attach starts the exec, feeds it code and stdin, and decodes the helper's
+// frames until its status arrives.
+func (m *Manager) attach(ctx context.Context, execID string, req Request) (wire.RunStatus, error) {
+	var st wire.RunStatus
+	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
+	if err != nil {
+		return st, EngineError(err, "cannot start the program in the sandbox")
+	}
+	defer hj.Close()
+
+	// Backstop: the helper enforces the timeout; if it (or the engine) does
+	// not end the stream in time, stop waiting.
+	stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
+	defer stop()
+	backstop := time.AfterFunc(req.Timeout+15*time.Second, func() { hj.Conn.Close() })
+	defer backstop.Stop()
+
+	go func() {
+		defer hj.CloseWrite()
+		if !req.NoCode {
+			if err := wire.WriteCodeHeader(hj.Conn, int64(len(req.Code))); err != nil {
+				return
+			}
+			if _, err := hj.Conn.Write(req.Code); err != nil {
+				return
+			}
+		}
+		if req.Stdin != nil {
+			_, _ = io.Copy(hj.Conn, req.Stdin)
+		}
+	}()
+
+	pr, pw := io.Pipe()
+	helperErr := &limitedBuffer{max: 64 << 10}
+	go func() {
+		_, err := stdcopy.StdCopy(pw, helperErr, hj.Reader)
+		pw.CloseWithError(err)
+	}()
+	fr := wire.NewFrameReader(pr)
+	for {
+		typ, p, err := fr.Next()
+		if err != nil {
+			pr.CloseWithError(err)
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			msg := strings.TrimSpace(helperErr.String())
+			if msg == "" {
+				msg = "the stream ended without the helper's status"
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return st, Errorf(CodeSandboxGone, "the sandbox stopped while the program ran (was its container killed or removed?): %s", msg)
+			}
+			return st, Wrap(CodeSandboxGone, err, "lost the program's output stream (%s)", msg)
+		}
+		switch typ {
+		case wire.Stdout:
+			if req.Stdout != nil {
+				_, _ = req.Stdout.Write(p)
+			}
+		case wire.Stderr:
+			if req.Stderr != nil {
+				_, _ = req.Stderr.Write(p)
+			}
+		case wire.Status:
+			if err := json.Unmarshal(p, &st); err != nil {
+				return st, Wrap(CodeInternal, err, "bad status from the helper")
+			}
+			return st, nil
+		}
+	}
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+	// Truncated is set once a write did not fit.
+	Truncated bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - b.buf.Len()
+	if room < len(p) {
+		b.Truncated = true
+		if room > 0 {
+			b.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	b.buf.Write(p)
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// create makes the sandbox container and starts it. It returns "" when
+// another call created the container first.
+func (m *Manager) create(ctx context.Context, spec *Spec) (id string, fresh []string, err error) {
+	id, err = m.createInner(ctx, spec, &fresh)
+	if err != nil {
+		fresh = nil
+	}
+	return id, fresh, err
+}
+
+func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]string) (string, error) {
+	if spec.Runtime != "" {
+		info, err := m.Engine.Info(ctx)
+		if err != nil {
+			return "", EngineError(err, "cannot read the engine's runtimes")
+		}
+		if _, ok := info.Runtimes[spec.Runtime]; !ok {
+			var have []string
+			for r := range info.Runtimes {
+				have = append(have, r)
+			}
+			return "", Errorf(CodeRuntimeUnavailable, "the engine has no runtime %q (it has: %s); install it and register it in the engine's daemon.json \"runtimes\", or drop --runtime",
+				spec.Runtime, strings.Join(sortedStrings(have), ", "))
+		}
+	}
+	img, err := m.Images.EnsureImage(ctx, spec.Image)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckImage(spec.Image, img); err != nil {
+		return "", err
+	}
+	arch := img.Architecture
+	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch)
+	if err != nil {
+		return "", err
+	}
+	spec.HelperVolume = helperVol
+
+	// Which volumes are new: those are removed again if creation fails.
+	var fresh []string
+	for _, v := range uniq(spec.UserVolume(), spec.WorkspaceVolume()) {
+		if _, err := m.Engine.VolumeInspect(ctx, v); isNotFound(err) {
+			fresh = append(fresh, v)
+		} else if err != nil {
+			return "", EngineError(err, "cannot inspect volume "+v)
+		}
+	}
+	*freshOut = fresh
+	cleanup := func() {
+		bg := context.WithoutCancel(ctx)
+		for _, v := range fresh {
+			_ = m.Engine.VolumeRemove(bg, v, false)
+		}
+	}
+	if err := m.seed(ctx, *spec, helperRef); err != nil {
+		cleanup()
+		return "", err
+	}
+	cfg, hc := spec.ContainerConfig()
+	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, spec.ContainerName())
+	if err != nil {
+		if isConflict(err) {
+			return "", nil // another call won the race; use its container
+		}
+		cleanup()
+		return "", EngineError(err, "cannot create the sandbox container for "+spec.Target.String())
+	}
+	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		if isConflict(err) || isNotRunning(err) {
+			return resp.ID, nil
+		}
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+		cleanup()
+		return "", EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
+	}
+	return resp.ID, nil
+}
+
+// seed creates the target's volumes (and the helper volume) through a
+// container of the helper image that is created and removed, never started:
+// the engine fills new, empty volumes from the image, with owner 65532.
+func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
+	cfg := &container.Config{
+		Image:      helperRef,
+		Entrypoint: []string{HelperPath},
+		Labels:     BaseLabels(KindSeeder),
+	}
+	hc := &container.HostConfig{NetworkMode: "none", Mounts: spec.seederMounts()}
+	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return EngineError(err, "cannot create the volumes for "+spec.Target.String())
+	}
+	if err := m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{}); err != nil {
+		return EngineError(err, "cannot remove the volume seeder container")
+	}
+	return nil
+}
+
+// CheckImage refuses images that would put the sandbox's working directory
+// under /proc (CVE-2024-21626 style WORKDIR tricks); the sandbox never uses
+// the image's entrypoint, user or working directory anyway.
+func CheckImage(ref string, img image.InspectResponse) error {
+	if img.Config == nil {
+		return nil
+	}
+	wd := img.Config.WorkingDir
+	for _, bad := range []string{"/proc", "/sys", "/dev"} {
+		if wd == bad || strings.HasPrefix(wd, bad+"/") {
+			return Errorf(CodeBadImage, "image %s has WORKDIR %s: images whose working directory is under %s are refused", ref, wd, bad)
+		}
+	}
+	if img.Os != "" && img.Os != "linux" {
+		return Errorf(CodeBadImage, "image %s is for %s: sandboxes need a linux image", ref, img.Os)
+	}
+	return nil
+}
+
+func uniq(ss ...string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sortedStrings(ss []string) []string {
+	out := append([]string(nil), ss...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// ContainerID asks the engine which container an exec ran in.
+func (m *Manager) ContainerID(ctx context.Context, name string) string {
+	c, err := m.Engine.ContainerInspect(ctx, name)
+	if err != nil {
+		return ""
+	}
+	return shortID(c.ID)
+}
+
+func timeAfter(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }
+
+var debugTiming = os.Getenv("DOCKER_SANDBOX_DEBUG_TIMING") != ""
+
+var processStart = time.Now()
+
+// Debugf prints a timing line when DOCKER_SANDBOX_DEBUG_TIMING is set.
+func Debugf(format string, args ...any) { debugf(format, args...) }
+
+func debugf(format string, args ...any) {
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "[timing +%v] "+format+"\n", append([]any{time.Since(processStart).Round(100 * time.Microsecond)}, args...)...)
+	}
+}

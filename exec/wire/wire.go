@@ -1,0 +1,153 @@
+// Package wire is the byte protocol between the plugin and the in-container
+// helper (cmd/sandbox-helper). It depends on the standard library only, so the
+// helper stays a small static binary.
+//
+// Plugin -> helper (the exec's stdin, `sandbox-helper run` only):
+//
+//	[8 bytes: big-endian uint64 code length][code bytes][raw program stdin ...]
+//
+// Helper -> plugin (the exec's stdout): a sequence of frames
+//
+//	[1 byte type][3 zero bytes][4 bytes: big-endian uint32 payload length][payload]
+//
+// Type Stdout and Stderr carry the program's output; exactly one Status frame
+// (JSON, see Status) ends a run. Because the helper frames everything the
+// program writes, sandboxed code cannot forge a Status frame.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Frame types.
+const (
+	Stdout byte = 1
+	Stderr byte = 2
+	Status byte = 3
+)
+
+// MaxFrame is the largest payload a frame may carry.
+const MaxFrame = 1 << 20
+
+// MaxCode is the largest program the plugin sends.
+const MaxCode = 64 << 20
+
+// Error codes a Status may carry in ErrorCode.
+const (
+	ErrInterpreterNotFound = "interpreter_not_found"      // exit 127
+	ErrInterpreterNoExec   = "interpreter_not_executable" // exit 126
+	ErrSpecMismatch        = "spec_mismatch"
+	ErrBadRequest          = "bad_request"
+	ErrInternal            = "helper_error"
+)
+
+// RunStatus ends every `sandbox-helper run`.
+type RunStatus struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          int    `json:"signal,omitempty"` // signal number that killed the program, 0 if none
+	TimedOut        bool   `json:"timed_out"`
+	OOMKilled       bool   `json:"oom_killed"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMS      int64  `json:"duration_ms"`
+	ErrorCode       string `json:"error_code,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// FrameWriter writes frames; it is safe for concurrent use.
+type FrameWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewFrameWriter returns a FrameWriter on w.
+func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
+
+// WriteFrame writes p as one or more frames of type typ.
+func (fw *FrameWriter) WriteFrame(typ byte, p []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	for {
+		n := len(p)
+		if n > MaxFrame {
+			n = MaxFrame
+		}
+		var hdr [8]byte
+		hdr[0] = typ
+		binary.BigEndian.PutUint32(hdr[4:], uint32(n))
+		if _, err := fw.w.Write(hdr[:]); err != nil {
+			return err
+		}
+		if n > 0 {
+			if _, err := fw.w.Write(p[:n]); err != nil {
+				return err
+			}
+		}
+		p = p[n:]
+		if len(p) == 0 {
+			return nil
+		}
+	}
+}
+
+// ErrBadFrame reports a malformed frame.
+var ErrBadFrame = errors.New("wire: malformed frame")
+
+// FrameReader reads frames.
+type FrameReader struct {
+	r   io.Reader
+	buf []byte
+}
+
+// NewFrameReader returns a FrameReader on r.
+func NewFrameReader(r io.Reader) *FrameReader { return &FrameReader{r: r} }
+
+// Next returns the next frame. The payload is valid until the next call.
+// At a clean end of stream it returns io.EOF.
+func (fr *FrameReader) Next() (byte, []byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, fmt.Errorf("%w: short header", ErrBadFrame)
+		}
+		return 0, nil, err
+	}
+	typ := hdr[0]
+	n := binary.BigEndian.Uint32(hdr[4:])
+	if typ < Stdout || typ > Status || hdr[1] != 0 || hdr[2] != 0 || hdr[3] != 0 || n > MaxFrame {
+		return 0, nil, fmt.Errorf("%w: header %x", ErrBadFrame, hdr)
+	}
+	if cap(fr.buf) < int(n) {
+		fr.buf = make([]byte, n)
+	}
+	fr.buf = fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
+		return 0, nil, fmt.Errorf("%w: short payload: %v", ErrBadFrame, err)
+	}
+	return typ, fr.buf, nil
+}
+
+// WriteCodeHeader writes the stdin prefix announcing n bytes of code.
+func WriteCodeHeader(w io.Writer, n int64) error {
+	var hdr [8]byte
+	binary.BigEndian.PutUint64(hdr[:], uint64(n))
+	_, err := w.Write(hdr[:])
+	return err
+}
+
+// ReadCodeHeader reads the stdin prefix and returns the code length.
+func ReadCodeHeader(r io.Reader) (int64, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, fmt.Errorf("wire: reading code header: %w", err)
+	}
+	n := binary.BigEndian.Uint64(hdr[:])
+	if n > MaxCode {
+		return 0, fmt.Errorf("wire: code of %d bytes is over the %d byte limit", n, MaxCode)
+	}
+	return int64(n), nil
+}

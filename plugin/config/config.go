@@ -1,0 +1,742 @@
+// Package config loads the effective configuration of docker sandbox and
+// remembers where each value came from.
+//
+// Layers, from lowest to highest precedence:
+//
+//   - defaults (the key table in keys.go);
+//   - the user file, <docker config dir>/sandbox/config.toml;
+//   - the project file, .docker-sandbox.toml, the nearest one found by
+//     walking up from the working directory to the filesystem root;
+//   - the environment, DOCKER_SANDBOX_<KEY> (DOCKER_SANDBOX_TIMEOUT=30s);
+//     an empty variable counts as unset;
+//   - flags, applied by the caller with [Config.Set].
+//
+// Load applies the first four. Missing files are fine; a syntax error, an
+// unknown key or a bad value is an [*Error] whose message names the file,
+// the line and the key, or the environment variable, or the flag.
+//
+// Sizes are integers of bytes or strings such as "512m", "1g", "1GiB" (see
+// [ParseSize]); durations are Go duration strings such as "90s" or "1h30m"
+// (see [ParseDuration]).
+//
+// Files may also hold per-scope egress policies:
+//
+//	[scope.ci-job]
+//	allow = ["pypi.org", "*.pythonhosted.org"]
+//	allow_ports = [443]
+//	allow_cidrs = ["10.1.0.0/16"]
+//
+// A key of a scope table in the project file replaces the same key of the
+// same scope in the user file; the other keys are kept.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// File names and the environment prefix.
+const (
+	// UserDir and UserFileName: the user file is
+	// <docker config dir>/UserDir/UserFileName.
+	UserDir      = "sandbox"
+	UserFileName = "config.toml"
+	// ProjectFileName is the project file looked up from the working
+	// directory to the root.
+	ProjectFileName = ".docker-sandbox.toml"
+	// EnvPrefix starts every environment variable read by Load.
+	EnvPrefix = "DOCKER_SANDBOX_"
+)
+
+// Source kinds.
+const (
+	KindDefault = "default"
+	KindUser    = "user"
+	KindProject = "project"
+	KindEnv     = "env"
+	KindFlag    = "flag"
+)
+
+// Error codes, for the JSON error object and exit code 125.
+const (
+	CodeBadConfig = "bad_config"
+	CodeBadFlag   = "bad_flag"
+)
+
+// Source is where a value came from.
+type Source struct {
+	Kind string // KindDefault, KindUser, KindProject, KindEnv or KindFlag
+	File string // the file, for KindUser and KindProject
+	Line int    // the line in File, 1-based; 0 if unknown
+	// Name is the environment variable (KindEnv) or the flag (KindFlag).
+	// For KindDefault it is empty, or the key that capped the default (a
+	// default timeout of 60s becomes 30s with max_timeout = "30s").
+	Name string
+}
+
+// String renders the source: "default", "user file /p/config.toml:3",
+// "project file /p/.docker-sandbox.toml:5", "env DOCKER_SANDBOX_TIMEOUT",
+// "flag --timeout".
+func (s Source) String() string {
+	switch s.Kind {
+	case KindDefault, "":
+		if s.Name != "" {
+			return "default (capped by " + s.Name + ")"
+		}
+		return KindDefault
+	case KindUser, KindProject:
+		if s.Line > 0 {
+			return fmt.Sprintf("%s file %s:%d", s.Kind, s.File, s.Line)
+		}
+		return fmt.Sprintf("%s file %s", s.Kind, s.File)
+	case KindEnv:
+		return "env " + s.Name
+	case KindFlag:
+		return "flag " + flagDisplay(s.Name)
+	}
+	return s.Kind
+}
+
+func (s Source) rank() int {
+	switch s.Kind {
+	case KindUser:
+		return 1
+	case KindProject:
+		return 2
+	case KindEnv:
+		return 3
+	case KindFlag:
+		return 4
+	}
+	return 0
+}
+
+func flagDisplay(name string) string {
+	if name == "" || strings.HasPrefix(name, "-") {
+		return name
+	}
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// Config is the effective configuration. Make one with Load or Default.
+type Config struct {
+	DefaultScope string // default_scope
+	DefaultLang  string // default_lang; "" means sh
+	Image        string // image; "" means the built-in runtime image
+	RuntimeBase  string // runtime_base: base image of the runtime image
+	Network      string // network: none, proxy or a Docker network (checked by the caller)
+	Runtime      string // runtime; "" means the engine's default
+
+	Timeout    time.Duration // timeout
+	MaxTimeout time.Duration // max_timeout
+	IdleTTL    time.Duration // idle_ttl; 0 means never
+
+	Memory    int64 // memory, bytes
+	MaxMemory int64 // max_memory, bytes
+	MaxOutput int64 // max_output, bytes per stream
+	Nofile    int64 // nofile
+	TmpSize   int64 // tmp_size, bytes
+	Pids      int64 // pids
+
+	CPUs         float64 // cpus
+	MaxSandboxes int     // max_sandboxes
+
+	// Scopes are the [scope.NAME] tables of both files, by scope name.
+	Scopes map[string]ScopePolicy
+
+	// UserFile and ProjectFile are the files considered: UserFile even when
+	// it does not exist, ProjectFile "" when none was found.
+	UserFile, ProjectFile string
+
+	sources map[string]Source // by key; absent means default
+	raw     map[string]string // the text of env and flag values, by key
+}
+
+// ScopePolicy is one [scope.NAME] table.
+type ScopePolicy struct {
+	Allow      []string // host patterns: "pypi.org", "*.example.com", "*"
+	AllowPorts []int    // ports, 1-65535
+	AllowCIDRs []string // canonical prefixes ("10.0.0.0/8"); a bare address becomes /32 or /128
+	// Source is the file and line of the scope's table in the highest
+	// precedence file that sets it.
+	Source Source
+}
+
+// LoadOptions are the inputs of Load.
+type LoadOptions struct {
+	// DockerConfigDir is $DOCKER_CONFIG or ~/.docker; "" skips the user file.
+	DockerConfigDir string
+	// WorkDir is where the project file search starts; "" means the
+	// current directory.
+	WorkDir string
+	// LookupEnv reads the environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// Error is a configuration error: a bad file, value, variable or flag.
+type Error struct {
+	Code   string // CodeBadConfig, or CodeBadFlag for flags
+	Key    string // the key, "scope.NAME.KEY" in scope tables; "" for file-level errors
+	Source Source // where the bad value came from
+	Msg    string // the whole message
+	Err    error  // the underlying error, if any (I/O, TOML syntax)
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Default returns the configuration made of defaults only.
+func Default() *Config {
+	c := &Config{Scopes: map[string]ScopePolicy{}}
+	c.init()
+	for _, d := range keyTable {
+		d.reset(c)
+	}
+	return c
+}
+
+func (c *Config) init() {
+	if c.sources == nil {
+		c.sources = map[string]Source{}
+	}
+	if c.raw == nil {
+		c.raw = map[string]string{}
+	}
+	if c.Scopes == nil {
+		c.Scopes = map[string]ScopePolicy{}
+	}
+}
+
+// UserFilePath returns the user file for a Docker config directory.
+func UserFilePath(dockerConfigDir string) string {
+	return filepath.Join(dockerConfigDir, UserDir, UserFileName)
+}
+
+// FindProjectFile returns the nearest ProjectFileName in dir or one of its
+// parents, or "" if there is none.
+func FindProjectFile(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(dir, ProjectFileName)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", nil
+		}
+		dir = parent
+	}
+}
+
+// Load reads defaults, the user file, the project file and the environment,
+// and checks the limits between keys (see Validate).
+func Load(o LoadOptions) (*Config, error) {
+	c := Default()
+	lookup := o.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if o.DockerConfigDir != "" {
+		c.UserFile = UserFilePath(o.DockerConfigDir)
+		if err := c.applyFile(KindUser, c.UserFile); err != nil {
+			return nil, err
+		}
+	}
+	wd := o.WorkDir
+	if wd == "" {
+		var err error
+		if wd, err = os.Getwd(); err != nil {
+			return nil, &Error{Code: CodeBadConfig, Msg: "config: cannot find the project file: " + err.Error(), Err: err}
+		}
+	}
+	pf, err := FindProjectFile(wd)
+	if err != nil {
+		return nil, &Error{Code: CodeBadConfig, Msg: "config: cannot find the project file: " + err.Error(), Err: err}
+	}
+	if pf != "" {
+		c.ProjectFile = pf
+		if err := c.applyFile(KindProject, pf); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range keyTable {
+		name := EnvVar(d.name)
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			continue
+		}
+		src := Source{Kind: KindEnv, Name: name}
+		if p := d.fromText(c, v); p != nil {
+			return nil, valueError(d.name, src, strconvQuote(v), p)
+		}
+		c.sources[d.name] = src
+		c.raw[d.name] = v
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// valueError builds the error for a bad value of key from src. subject is
+// the value as it should appear in the message.
+func valueError(key string, src Source, subject string, p *problem) *Error {
+	e := &Error{Code: CodeBadConfig, Key: key, Source: src}
+	switch src.Kind {
+	case KindFlag:
+		e.Code = CodeBadFlag
+		e.Msg = fmt.Sprintf("invalid value %s for %s: %s", subject, flagDisplay(src.Name), p.flagPred())
+		return e
+	case KindEnv:
+		e.Msg = fmt.Sprintf("config: env %s: %s %s", src.Name, subject, p.pred)
+		return e
+	case KindUser, KindProject:
+		e.Msg = fmt.Sprintf("config: %s: key %q: ", fileLoc(src), key)
+	default:
+		e.Msg = fmt.Sprintf("config: default of key %q: ", key)
+	}
+	if p.bare {
+		e.Msg += p.pred
+	} else {
+		e.Msg += subject + " " + p.pred
+	}
+	return e
+}
+
+func fileLoc(src Source) string {
+	if src.Line > 0 {
+		return fmt.Sprintf("%s:%d", src.File, src.Line)
+	}
+	return src.File
+}
+
+// applyFile reads one file over c. A missing file is not an error.
+func (c *Config) applyFile(kind, path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &Error{Code: CodeBadConfig, Source: Source{Kind: kind, File: path},
+			Msg: fmt.Sprintf("config: cannot read %s file: %v", kind, err), Err: err}
+	}
+	text := string(data)
+	var m map[string]any
+	md, err := toml.Decode(text, &m)
+	if err != nil {
+		src := Source{Kind: kind, File: path}
+		msg := err.Error()
+		var pe toml.ParseError
+		var ppe *toml.ParseError
+		if errors.As(err, &pe) || errors.As(err, &ppe) && ppe != nil {
+			if ppe != nil {
+				pe = *ppe
+			}
+			src.Line = pe.Position.Line
+			msg = pe.Message
+		}
+		return &Error{Code: CodeBadConfig, Source: src,
+			Msg: fmt.Sprintf("config: %s: syntax error: %s", fileLoc(src), msg), Err: err}
+	}
+	f := &fileApply{c: c, kind: kind, path: path, root: m, lines: keyLines(text), scopes: map[string]bool{}}
+	done := map[string]bool{}
+	for _, k := range md.Keys() {
+		k = f.unit(k)
+		id := strings.Join(k, "\x00")
+		if done[id] {
+			continue
+		}
+		done[id] = true
+		if err := f.apply(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileApply applies the keys of one decoded file.
+type fileApply struct {
+	c      *Config
+	kind   string
+	path   string
+	root   map[string]any
+	lines  lineMap
+	scopes map[string]bool // scope tables already seen in this file
+}
+
+// unit reduces a key path to the part this package checks as one: the
+// top-level key, or up to scope.NAME.KEY. Deeper keys are reported at it.
+func (f *fileApply) unit(k toml.Key) []string {
+	n := 1
+	if k[0] == scopeTable {
+		n = 3
+	}
+	if len(k) < n {
+		n = len(k)
+	}
+	return k[:n]
+}
+
+func (f *fileApply) src(k []string) Source {
+	return Source{Kind: f.kind, File: f.path, Line: f.lines.lineOf(k)}
+}
+
+func (f *fileApply) value(k []string) any {
+	var v any = f.root
+	for _, p := range k {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func displayKey(k []string) string { return toml.Key(k).String() }
+
+func (f *fileApply) fail(k []string, subject string, p *problem) error {
+	e := valueError(displayKey(k), f.src(k), subject, p)
+	return e
+}
+
+func (f *fileApply) apply(k []string) error {
+	if k[0] != scopeTable {
+		d := lookupKey(k[0])
+		if d == nil {
+			return f.unknown(k, knownTopKeys(), k[0])
+		}
+		v := f.value(k)
+		if p := d.fromTOML(f.c, v); p != nil {
+			return f.fail(k, tomlValue(v), p)
+		}
+		f.c.sources[d.name] = f.src(k)
+		delete(f.c.raw, d.name)
+		return nil
+	}
+	if _, ok := f.value(k[:1]).(map[string]any); !ok {
+		return f.fail(k[:1], "", wrongType("a table of scopes ([scope.NAME])", f.value(k[:1])))
+	}
+	if len(k) == 1 {
+		return nil
+	}
+	name := k[1]
+	if err := f.scope(k[:2]); err != nil {
+		return err
+	}
+	if len(k) == 2 {
+		return nil
+	}
+	pol := f.c.Scopes[name]
+	v := f.value(k)
+	var p *problem
+	switch k[2] {
+	case "allow":
+		pol.Allow, p = stringList(v, checkHostPattern)
+	case "allow_ports":
+		pol.AllowPorts, p = portList(v)
+	case "allow_cidrs":
+		var cidrs []string
+		cidrs, p = stringList(v, checkCIDR)
+		for i, s := range cidrs {
+			cidrs[i] = canonicalCIDR(s)
+		}
+		pol.AllowCIDRs = cidrs
+	default:
+		return f.unknown(k, scopeKeys, k[2])
+	}
+	if p != nil {
+		return f.fail(k, "", p)
+	}
+	f.c.Scopes[name] = pol
+	return nil
+}
+
+// scope checks the table scope.NAME and records its source, once per file.
+func (f *fileApply) scope(k []string) error {
+	name := k[1]
+	if f.scopes[name] {
+		return nil
+	}
+	if p := validName(name); p != nil {
+		return f.fail(k, fmt.Sprintf("%q", name), p)
+	}
+	if _, ok := f.value(k).(map[string]any); !ok {
+		return f.fail(k, "", wrongType("a table", f.value(k)))
+	}
+	f.scopes[name] = true
+	pol := f.c.Scopes[name]
+	pol.Source = f.src(k)
+	f.c.Scopes[name] = pol
+	return nil
+}
+
+func (f *fileApply) unknown(k []string, known []string, name string) error {
+	msg := fmt.Sprintf("unknown key (known keys: %s)", strings.Join(known, ", "))
+	if s := closest(name, known); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	return f.fail(k, "", &problem{pred: msg, bare: true})
+}
+
+func knownTopKeys() []string {
+	return append(Keys(), scopeTable+".NAME")
+}
+
+// closest returns the known key within edit distance 2 of name, if any.
+func closest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func stringList(v any, check func(string) *problem) ([]string, *problem) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, wrongType("an array of strings", v)
+	}
+	out := make([]string, 0, len(arr))
+	for i, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			return nil, &problem{pred: fmt.Sprintf("element %d must be a string, not %s", i+1, tomlTypeName(e)), bare: true}
+		}
+		if p := check(s); p != nil {
+			return nil, &problem{pred: fmt.Sprintf("element %d: %q %s", i+1, s, p.pred), bare: true}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func portList(v any) ([]int, *problem) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, wrongType("an array of port numbers", v)
+	}
+	out := make([]int, 0, len(arr))
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok {
+			return nil, &problem{pred: fmt.Sprintf("element %d must be an integer, not %s", i+1, tomlTypeName(e)), bare: true}
+		}
+		if n < 1 || n > 65535 {
+			return nil, &problem{pred: fmt.Sprintf("element %d: %d is not a port (use 1 to 65535)", i+1, n), bare: true}
+		}
+		out = append(out, int(n))
+	}
+	return out, nil
+}
+
+// checkHostPattern refuses what can never be a host pattern; the egress
+// package parses the rest.
+func checkHostPattern(s string) *problem {
+	bad := &problem{pred: "is not a host pattern (use e.g. pypi.org, *.example.com, *)"}
+	if s == "" || strings.ContainsAny(s, " \t\r\n/") {
+		return bad
+	}
+	if s == "*" {
+		return nil
+	}
+	if strings.Contains(strings.TrimPrefix(s, "*."), "*") {
+		return bad
+	}
+	return nil
+}
+
+func checkCIDR(s string) *problem {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return nil
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	return &problem{pred: "is not a CIDR prefix (use e.g. 10.0.0.0/8)"}
+}
+
+func canonicalCIDR(s string) string {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked().String()
+	}
+	a, _ := netip.ParseAddr(s)
+	return netip.PrefixFrom(a, a.BitLen()).String()
+}
+
+// Source returns where the value of key came from. For "scope.NAME" it is
+// the scope policy's source. An unknown key gives the zero Source.
+func (c *Config) Source(key string) Source {
+	if name, ok := strings.CutPrefix(key, scopeTable+"."); ok {
+		return c.Scopes[name].Source
+	}
+	if lookupKey(key) == nil {
+		return Source{}
+	}
+	if s, ok := c.sources[key]; ok {
+		return s
+	}
+	return Source{Kind: KindDefault}
+}
+
+// Set applies a flag value to key, given as text and parsed and checked as in
+// files, and records Source{Kind: "flag", Name: flagName}. flagName is the
+// flag as the user typed it ("--timeout" or "timeout"); "" derives it from
+// the key. The limits between keys are checked by Validate.
+func (c *Config) Set(key, value, flagName string) error {
+	if flagName == "" {
+		flagName = "--" + strings.ReplaceAll(key, "_", "-")
+	}
+	src := Source{Kind: KindFlag, Name: flagName}
+	d := lookupKey(key)
+	if d == nil {
+		return &Error{Code: CodeBadFlag, Key: key, Source: src,
+			Msg: fmt.Sprintf("%s: unknown configuration key %q (known keys: %s)", flagDisplay(flagName), key, strings.Join(Keys(), ", "))}
+	}
+	c.init()
+	if p := d.fromText(c, value); p != nil {
+		return valueError(key, src, strconvQuote(value), p)
+	}
+	c.sources[key] = src
+	c.raw[key] = value
+	return nil
+}
+
+// Validate checks the limits between keys: timeout <= max_timeout and
+// memory <= max_memory. A default that exceeds a configured maximum is
+// lowered to it (its source says "default (capped by max_timeout)"); a value
+// that was set is an error. The error is reported at whichever of the two
+// values was set by the higher precedence layer (the limited key on a tie),
+// naming the source of the other; its Code is CodeBadFlag when that is a flag.
+func (c *Config) Validate() error {
+	c.init()
+	for _, r := range crossRules {
+		lim, max := lookupKey(r.key), lookupKey(r.max)
+		ls, ms := c.Source(r.key), c.Source(r.max)
+		mv := asInt64(max.get(c))
+		if ls.Kind == KindDefault {
+			if asInt64(lim.def) > mv {
+				lim.set(c, max.get(c))
+				c.sources[r.key] = Source{Kind: KindDefault, Name: r.max}
+			} else {
+				lim.reset(c)
+				delete(c.sources, r.key)
+			}
+			continue
+		}
+		if asInt64(lim.get(c)) <= mv {
+			continue
+		}
+		if ms.rank() > ls.rank() {
+			return c.limitError(max, ms, fmt.Sprintf("must be at least %s %s (%s)", r.key, lim.show(c), ls))
+		}
+		return c.limitError(lim, ls, fmt.Sprintf("must be at most %s %s (%s)", r.max, max.show(c), ms))
+	}
+	return nil
+}
+
+func (c *Config) limitError(d *keyDesc, src Source, pred string) error {
+	subject := d.show(c)
+	if raw, ok := c.raw[d.name]; ok && (src.Kind == KindEnv || src.Kind == KindFlag) {
+		subject = strconvQuote(raw)
+	}
+	return valueError(d.name, src, subject, &problem{pred: pred})
+}
+
+func asInt64(v any) int64 {
+	switch x := v.(type) {
+	case time.Duration:
+		return int64(x)
+	case int64:
+		return x
+	case int:
+		return int64(x)
+	}
+	panic(fmt.Sprintf("config: cross rule on %T", v))
+}
+
+// Entry is one line of the effective configuration.
+type Entry struct {
+	Key    string `json:"key"`
+	Value  any    `json:"value"`
+	Source string `json:"source"`
+}
+
+// Entries lists the effective configuration in key-table order: durations
+// as strings (time.Duration.String, "1m0s"), sizes as integers of bytes.
+// Scope policies follow, sorted by name, as "scope.NAME" with a value of
+// {"allow": [...], "allow_ports": [...], "allow_cidrs": [...]}.
+func (c *Config) Entries() []Entry {
+	out := make([]Entry, 0, len(keyTable)+len(c.Scopes))
+	for _, d := range keyTable {
+		out = append(out, Entry{Key: d.name, Value: d.entry(c), Source: c.Source(d.name).String()})
+	}
+	names := make([]string, 0, len(c.Scopes))
+	for n := range c.Scopes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := c.Scopes[n]
+		out = append(out, Entry{
+			Key: scopeTable + "." + n,
+			Value: map[string]any{
+				"allow":       nonNil(p.Allow),
+				"allow_ports": nonNil(p.AllowPorts),
+				"allow_cidrs": nonNil(p.AllowCIDRs),
+			},
+			Source: p.Source.String(),
+		})
+	}
+	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return slices.Clone(s)
+}

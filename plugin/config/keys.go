@@ -1,0 +1,358 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// keyTable is the one list of configuration keys. Environment variables,
+// files, flags (Set), defaults and the listing (Entries) all go through it, in
+// this order. Adding a key is one line here plus the field in Config.
+var keyTable = []keyDesc{
+	newKey("default_scope", stringKind, "default", validName, func(c *Config) *string { return &c.DefaultScope }),
+	newKey("default_lang", stringKind, "", validLang, func(c *Config) *string { return &c.DefaultLang }),
+	newKey("image", stringKind, "", anyString, func(c *Config) *string { return &c.Image }),
+	newKey("runtime_base", stringKind, "debian:bookworm-slim", nonEmpty, func(c *Config) *string { return &c.RuntimeBase }),
+	newKey("timeout", durationKind, 60*time.Second, above(time.Duration(0), math.MaxInt64, formatDuration), func(c *Config) *time.Duration { return &c.Timeout }),
+	newKey("max_timeout", durationKind, time.Hour, above(time.Duration(0), 24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxTimeout }),
+	newKey("memory", sizeKind, GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Memory }),
+	newKey("max_memory", sizeKind, 16*GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.MaxMemory }),
+	newKey("cpus", floatKind, 1.0, above(0.0, 64, formatFloat), func(c *Config) *float64 { return &c.CPUs }),
+	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }),
+	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }),
+	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }),
+	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }),
+	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }),
+	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }),
+	newKey("tmp_size", sizeKind, 512*MiB, between(MiB, 16*GiB, formatSize), func(c *Config) *int64 { return &c.TmpSize }),
+	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }),
+}
+
+// crossRules are the limits between keys, checked by Validate once every
+// layer is applied: the value of key must not exceed the value of max. Both
+// keys must have the same Go type (time.Duration or int64).
+var crossRules = []struct{ key, max string }{
+	{"timeout", "max_timeout"},
+	{"memory", "max_memory"},
+}
+
+// scopeTable is the name of the table holding per-scope policies.
+const scopeTable = "scope"
+
+// scopeKeys are the keys of a [scope.NAME] table.
+var scopeKeys = []string{"allow", "allow_ports", "allow_cidrs"}
+
+// keyIndex maps a key name to its position in keyTable.
+var keyIndex = func() map[string]int {
+	m := make(map[string]int, len(keyTable))
+	for i, d := range keyTable {
+		m[d.name] = i
+	}
+	return m
+}()
+
+func lookupKey(name string) *keyDesc {
+	if i, ok := keyIndex[name]; ok {
+		return &keyTable[i]
+	}
+	return nil
+}
+
+// Keys returns the configuration key names in table order.
+func Keys() []string {
+	out := make([]string, len(keyTable))
+	for i, d := range keyTable {
+		out[i] = d.name
+	}
+	return out
+}
+
+// EnvVar returns the environment variable for a key: DOCKER_SANDBOX_ and the
+// key in upper case (DOCKER_SANDBOX_TIMEOUT for "timeout").
+func EnvVar(key string) string { return EnvPrefix + strings.ToUpper(key) }
+
+// problem is a bad value. pred is a predicate that reads after the value
+// (`"12 parsecs"` + ` is not a size`); bare problems are whole sentences
+// that do not name the value (wrong TOML types).
+type problem struct {
+	pred string
+	bare bool
+}
+
+// flagPred is the predicate as it reads after "invalid value X for --flag: ".
+func (p *problem) flagPred() string { return strings.TrimPrefix(p.pred, "is ") }
+
+// keyDesc describes one key; newKey builds it from typed parts.
+type keyDesc struct {
+	name     string
+	kind     string // "string", "duration", "size", "integer", "number"
+	def      any
+	fromText func(c *Config, s string) *problem // env and flags: parse, check, store
+	fromTOML func(c *Config, v any) *problem    // files: decode, check, store
+	reset    func(c *Config)                    // store the default
+	get      func(c *Config) any
+	set      func(c *Config, v any)
+	show     func(c *Config) string // the value, for messages
+	entry    func(c *Config) any    // the value, for Entries
+}
+
+// kind is how values of one Go type are read and shown.
+type kind[T any] struct {
+	name   string
+	parse  func(s string) (T, *problem) // from text
+	decode func(v any) (T, *problem)    // from a decoded TOML value
+	show   func(T) string
+	entry  func(T) any
+}
+
+func newKey[T any](name string, k kind[T], def T, check func(T) *problem, field func(*Config) *T) keyDesc {
+	store := func(c *Config, v T, p *problem) *problem {
+		if p == nil {
+			p = check(v)
+		}
+		if p == nil {
+			*field(c) = v
+		}
+		return p
+	}
+	return keyDesc{
+		name:     name,
+		kind:     k.name,
+		def:      def,
+		fromText: func(c *Config, s string) *problem { v, p := k.parse(s); return store(c, v, p) },
+		fromTOML: func(c *Config, x any) *problem { v, p := k.decode(x); return store(c, v, p) },
+		reset:    func(c *Config) { *field(c) = def },
+		get:      func(c *Config) any { return *field(c) },
+		set:      func(c *Config, v any) { *field(c) = v.(T) },
+		show:     func(c *Config) string { return k.show(*field(c)) },
+		entry:    func(c *Config) any { return k.entry(*field(c)) },
+	}
+}
+
+func identity[T any](v T) any { return v }
+
+func wrongType(want string, v any) *problem {
+	return &problem{pred: fmt.Sprintf("must be %s, not %s", want, tomlTypeName(v)), bare: true}
+}
+
+var stringKind = kind[string]{
+	name:  "string",
+	parse: func(s string) (string, *problem) { return s, nil },
+	decode: func(v any) (string, *problem) {
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		return "", wrongType("a string", v)
+	},
+	show:  strconv.Quote,
+	entry: identity[string],
+}
+
+var durationKind = kind[time.Duration]{
+	name:  "duration",
+	parse: parseDurationSigned,
+	decode: func(v any) (time.Duration, *problem) {
+		switch x := v.(type) {
+		case string:
+			return parseDurationSigned(x)
+		case int64:
+			if x == 0 {
+				return 0, nil
+			}
+			return 0, &problem{pred: `is not a duration: a unit is missing (use a string such as "90s", "10m", "1h30m")`}
+		}
+		return 0, wrongType(`a duration string such as "90s"`, v)
+	},
+	show:  formatDuration,
+	entry: func(d time.Duration) any { return d.String() },
+}
+
+var sizeKind = kind[int64]{
+	name:  "size",
+	parse: parseSizeSigned,
+	decode: func(v any) (int64, *problem) {
+		switch x := v.(type) {
+		case string:
+			return parseSizeSigned(x)
+		case int64:
+			return x, nil
+		}
+		return 0, wrongType(`a size (an integer of bytes, or a string such as "512m")`, v)
+	},
+	show:  formatSize,
+	entry: identity[int64],
+}
+
+var int64Kind = kind[int64]{
+	name: "integer",
+	parse: func(s string) (int64, *problem) {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return 0, &problem{pred: "is not an integer"}
+		}
+		return n, nil
+	},
+	decode: func(v any) (int64, *problem) {
+		if n, ok := v.(int64); ok {
+			return n, nil
+		}
+		return 0, wrongType("an integer", v)
+	},
+	show:  formatInt[int64],
+	entry: identity[int64],
+}
+
+var intKind = kind[int]{
+	name: "integer",
+	parse: func(s string) (int, *problem) {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 0)
+		if err != nil {
+			return 0, &problem{pred: "is not an integer"}
+		}
+		return int(n), nil
+	},
+	decode: func(v any) (int, *problem) {
+		n, ok := v.(int64)
+		if !ok {
+			return 0, wrongType("an integer", v)
+		}
+		if int64(int(n)) != n {
+			return 0, &problem{pred: "is too large"}
+		}
+		return int(n), nil
+	},
+	show:  formatInt[int],
+	entry: identity[int],
+}
+
+var floatKind = kind[float64]{
+	name: "number",
+	parse: func(s string) (float64, *problem) {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return 0, &problem{pred: "is not a number"}
+		}
+		return f, nil
+	},
+	decode: func(v any) (float64, *problem) {
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		}
+		return 0, wrongType("a number", v)
+	},
+	show:  formatFloat,
+	entry: identity[float64],
+}
+
+func formatInt[T int | int64](n T) string { return strconv.FormatInt(int64(n), 10) }
+func formatFloat(f float64) string        { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+type number interface {
+	~int | ~int64 | ~float64
+}
+
+// between accepts lo <= v <= hi.
+func between[T number](lo, hi T, show func(T) string) func(T) *problem {
+	return func(v T) *problem {
+		switch {
+		case !(v >= lo) && lo == 0:
+			return &problem{pred: "must not be negative"}
+		case !(v >= lo):
+			return &problem{pred: "must be at least " + show(lo)}
+		case !(v <= hi):
+			return &problem{pred: "must be at most " + show(hi)}
+		}
+		return nil
+	}
+}
+
+// above accepts lo < v <= hi.
+func above[T number](lo, hi T, show func(T) string) func(T) *problem {
+	return func(v T) *problem {
+		switch {
+		case !(v > lo) && lo == 0:
+			return &problem{pred: "must be greater than 0"}
+		case !(v > lo):
+			return &problem{pred: "must be greater than " + show(lo)}
+		case !(v <= hi):
+			return &problem{pred: "must be at most " + show(hi)}
+		}
+		return nil
+	}
+}
+
+// NameRE is the rule for scope and session names.
+var NameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+const nameRule = "(use 1 to 64 letters, digits, '_' or '-')"
+
+func validName(s string) *problem {
+	if !NameRE.MatchString(s) {
+		return &problem{pred: "is not a valid scope name " + nameRule}
+	}
+	return nil
+}
+
+// Languages are the accepted values of default_lang ("" means sh).
+var Languages = []string{"python", "node", "bash", "sh"}
+
+func validLang(s string) *problem {
+	if s == "" {
+		return nil
+	}
+	for _, l := range Languages {
+		if s == l {
+			return nil
+		}
+	}
+	return &problem{pred: "is not a language (use python, node, bash or sh)"}
+}
+
+func anyString(string) *problem { return nil }
+
+func nonEmpty(s string) *problem {
+	if strings.TrimSpace(s) == "" {
+		return &problem{pred: "must not be empty"}
+	}
+	return nil
+}
+
+// tomlTypeName names the TOML type of a decoded value, for messages.
+func tomlTypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case []any, []map[string]any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case nil:
+		return "empty"
+	}
+	return "a date or time"
+}
+
+// tomlValue renders a decoded TOML scalar as it would be written, for
+// messages.
+func tomlValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case float64:
+		return formatFloat(x)
+	}
+	return fmt.Sprint(v)
+}

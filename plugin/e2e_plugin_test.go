@@ -1,0 +1,212 @@
+package plugin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// privateConfig makes a Docker config folder with only our plugin in it.
+func privateConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "cli-plugins"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(pluginBin, filepath.Join(dir, "cli-plugins", "docker-sandbox")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestPluginListedAndHelp(t *testing.T) {
+	needE2E(t)
+	out, err := osexec.Command("docker", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker --help: %v\n%s", err, out)
+	}
+	found := false
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && strings.TrimSuffix(f[0], "*") == "sandbox" && strings.Contains(line, "hardened") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("docker --help does not list the sandbox plugin with its description:\n%s", out)
+	}
+	r := sb(t, "--help")
+	wantCode(t, r, 0)
+	for _, want := range []string{"exec", "version", "config", "images"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("docker sandbox --help lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	r = sb(t, "exec", "--help")
+	wantCode(t, r, 0)
+	for _, want := range []string{"--lang", "--scope", "--session", "--timeout", "--rm", "--max-output", "--runtime", "--env-file", "--workdir"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("exec --help lacks %s", want)
+		}
+	}
+}
+
+// The metadata call runs on every `docker --help`: it must not read the
+// Docker config, the plugin's config or touch the engine.
+func TestPluginMetadataNoIO(t *testing.T) {
+	needE2E(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cfg")
+	_ = os.MkdirAll(filepath.Join(cfg, "sandbox"), 0o755)
+	// Unparsable files: reading any of them would fail the call.
+	_ = os.WriteFile(filepath.Join(cfg, "config.json"), []byte("{not json"), 0o644)
+	_ = os.WriteFile(filepath.Join(cfg, "sandbox", "config.toml"), []byte("= broken"), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, ".docker-sandbox.toml"), []byte("= broken"), 0o644)
+	cmd := osexec.Command(pluginBin, "docker-cli-plugin-metadata")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+cfg, "DOCKER_HOST=unix:///nonexistent.sock", "DOCKER_CONTEXT=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("metadata: %v", err)
+	}
+	var md map[string]any
+	if err := json.Unmarshal(out, &md); err != nil {
+		t.Fatalf("metadata is not JSON: %v\n%s", err, out)
+	}
+	if md["SchemaVersion"] != "0.1.0" || md["Vendor"] != "docker-sandbox project" || md["ShortDescription"] == "" {
+		t.Fatalf("metadata: %v", md)
+	}
+}
+
+type versionOut struct {
+	Plugin struct {
+		Version string `json:"version"`
+	} `json:"plugin"`
+	Context string `json:"context"`
+	Host    string `json:"host"`
+	Engine  *struct {
+		APIVersion string `json:"api_version"`
+	} `json:"engine"`
+}
+
+func decodeVersion(t *testing.T, r result) versionOut {
+	t.Helper()
+	wantCode(t, r, 0)
+	var v versionOut
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil || v.Engine == nil {
+		t.Fatalf("version --format json: %v\n%s", err, r)
+	}
+	return v
+}
+
+// tcpForward starts socat: a loopback TCP listener forwarding to the
+// engine's socket, as a second way to reach the same engine.
+func tcpForward(t *testing.T) string {
+	t.Helper()
+	if _, err := osexec.LookPath("socat"); err != nil {
+		t.Fatalf("socat is needed for the second-context test (scripts/test.sh installs it): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	sock := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
+		sock = strings.TrimPrefix(h, "unix://")
+	}
+	cmd := osexec.Command("socat", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork", port), "UNIX-CONNECT:"+sock)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	poll(t, 10*time.Second, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	return "tcp://" + addr
+}
+
+// The plugin reuses the CLI's context: --context, -H, DOCKER_HOST and
+// DOCKER_CONTEXT all reach the plugin, and version says which was used.
+func TestPluginContextReuse(t *testing.T) {
+	needE2E(t)
+	host := tcpForward(t)
+	cfg := privateConfig(t)
+	env := []string{"DOCKER_CONFIG=" + cfg}
+	// `docker context create` in the private config.
+	cmd := osexec.Command("docker", "context", "create", "sbtest", "--docker", "host="+host)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker context create: %v\n%s", err, out)
+	}
+
+	v := decodeVersion(t, sbRun(t, run{env: env, args: []string{"version", "--format", "json"}}))
+	if v.Context != "default" {
+		t.Errorf("without flags, context = %q, want default", v.Context)
+	}
+	v = decodeVersion(t, sbRun(t, run{env: env, global: []string{"--context", "sbtest"}, args: []string{"version", "--format", "json"}}))
+	if v.Context != "sbtest" || v.Host != host {
+		t.Errorf("--context sbtest: context %q host %q, want sbtest %s", v.Context, v.Host, host)
+	}
+	v = decodeVersion(t, sbRun(t, run{env: append(env, "DOCKER_CONTEXT=sbtest"), args: []string{"version", "--format", "json"}}))
+	if v.Context != "sbtest" || v.Host != host {
+		t.Errorf("DOCKER_CONTEXT=sbtest: context %q host %q", v.Context, v.Host)
+	}
+	v = decodeVersion(t, sbRun(t, run{env: env, global: []string{"-H", host}, args: []string{"version", "--format", "json"}}))
+	if v.Host != host {
+		t.Errorf("-H %s: host %q", host, v.Host)
+	}
+	v = decodeVersion(t, sbRun(t, run{env: append(env, "DOCKER_HOST="+host), args: []string{"version", "--format", "json"}}))
+	if v.Host != host {
+		t.Errorf("DOCKER_HOST=%s: host %q", host, v.Host)
+	}
+	// Standalone, with the same global flags.
+	v = decodeVersion(t, sbRun(t, run{env: env, standalone: true, global: []string{"--context", "sbtest"}, args: []string{"version", "--format", "json"}}))
+	if v.Context != "sbtest" || v.Host != host {
+		t.Errorf("standalone --context sbtest: context %q host %q", v.Context, v.Host)
+	}
+	// A real exec through the TCP context.
+	scope := newScope(t)
+	r := sbRun(t, run{env: env, global: []string{"--context", "sbtest"}, stdin: strings.NewReader("print(6*7)"), args: []string{"exec", "-s", scope, "--lang", "python"}})
+	wantCode(t, r, 0)
+	if strings.TrimSpace(r.Stdout) != "42" {
+		t.Fatalf("exec through the tcp context: %s", r)
+	}
+	// And a broken context is an engine error, not a silent fallback.
+	r = sbRun(t, run{env: env, global: []string{"-H", "tcp://127.0.0.1:1"}, args: []string{"exec", "-s", scope, "--format", "json", "-c", "true"}})
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "engine_unreachable" {
+		t.Fatalf("unreachable -H: %+v", e)
+	}
+}
+
+// The standalone binary behaves as the plugin does.
+func TestPluginStandalone(t *testing.T) {
+	needE2E(t)
+	scope := newScope(t)
+	a := sbRun(t, run{args: []string{"exec", "-s", scope, "--format", "json", "-c", "echo hi; exit 3"}})
+	b := sbRun(t, run{standalone: true, args: []string{"exec", "-s", scope, "--format", "json", "-c", "echo hi; exit 3"}})
+	wantCode(t, a, 3)
+	wantCode(t, b, 3)
+	ja, jb := decodeExec(t, a), decodeExec(t, b)
+	if ja.Stdout != "hi\n" || jb.Stdout != "hi\n" || ja.Container != jb.Container {
+		t.Fatalf("plugin and standalone differ:\n%+v\n%+v", ja, jb)
+	}
+	r := sbRun(t, run{standalone: true, args: []string{"--help"}})
+	wantCode(t, r, 0)
+	if !strings.Contains(r.Stdout, "exec") {
+		t.Fatalf("standalone --help: %s", r)
+	}
+}

@@ -1,0 +1,319 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker/cli/cli"
+	"github.com/docker/cli/cli/command"
+	"github.com/docker/cli/opts"
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+	"github.com/docker-sandbox/docker-sandbox/images"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
+)
+
+type execOptions struct {
+	code      string
+	codeSet   bool
+	lang      string
+	scope     string
+	session   string
+	timeout   string
+	env       []string
+	envFiles  []string
+	workdir   string
+	image     string
+	network   string
+	allow     []string
+	memory    string
+	cpus      string
+	pids      string
+	runtime   string
+	idleTTL   string
+	rm        bool
+	maxOutput string
+	format    string
+}
+
+func newExecCommand(dockerCli command.Cli) *cobra.Command {
+	var o execOptions
+	cmd := &cobra.Command{
+		Use:   "exec [OPTIONS] [FILE|-] [-- ARGS...]",
+		Short: "Run code in a sandbox: from FILE, -c CODE, or standard input",
+		Example: `  echo 'print(6*7)' | docker sandbox exec --lang python
+  docker sandbox exec script.py -- --verbose input.txt
+  docker sandbox exec -s u1 --session chatA -c 'echo hi > notes.txt'
+  docker sandbox exec --format json -c 'console.log(1)' --lang node`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.codeSet = cmd.Flags().Changed("code")
+			return fail(dockerCli.Out(), o.format, runExec(cmd.Context(), dockerCli, cmd, args, &o))
+		},
+	}
+	cmd.SetFlagErrorFunc(flagError)
+	f := cmd.Flags()
+	f.SetInterspersed(false) // flags after FILE belong to the program
+	f.StringVarP(&o.code, "code", "c", "", "Code to run")
+	f.StringVar(&o.lang, "lang", "", "Language: python, node, bash, sh (default: from FILE's extension, the shebang, config, else sh)")
+	f.StringVarP(&o.scope, "scope", "s", "", "Scope that owns the data (default \"default\" or config default_scope)")
+	f.StringVar(&o.session, "session", "", "Session under the scope, with its own workspace")
+	f.StringVar(&o.timeout, "timeout", "", "Kill the program after this long (default 60s, capped by config max_timeout)")
+	f.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable (KEY=VALUE, or KEY to pass the host's value)")
+	f.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
+	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
+	f.StringVar(&o.image, "image", "", "Image to run in (default: the built-in runtime image)")
+	f.StringVar(&o.network, "network", "", "Network: none (default). proxy and named networks come with the egress proxy")
+	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST (implies --network proxy; not available yet)")
+	f.StringVarP(&o.memory, "memory", "m", "", "Memory limit, swap included (default 1g)")
+	f.StringVar(&o.cpus, "cpus", "", "Number of CPUs (default 1)")
+	f.StringVar(&o.pids, "pids", "", "Process limit (default 256)")
+	f.StringVar(&o.runtime, "runtime", "", "Container runtime, e.g. runsc (must be registered on the engine)")
+	f.StringVar(&o.idleTTL, "idle-ttl", "", "Remove the sandbox's container after this long idle (default 10m, 0 = never)")
+	f.BoolVar(&o.rm, "rm", false, "One-shot: remove the sandbox's container and data after the run")
+	f.StringVar(&o.maxOutput, "max-output", "", "Cap on each of stdout and stderr (default 1MiB)")
+	f.StringVar(&o.format, "format", "", "Output format: json, or a Go template (default: the program's own output)")
+	return cmd
+}
+
+// execJSON is the --format json schema of exec.
+type execJSON struct {
+	Scope           string  `json:"scope"`
+	Session         string  `json:"session"`
+	Container       string  `json:"container"`
+	Image           string  `json:"image"`
+	Lang            string  `json:"lang"`
+	ExitCode        int     `json:"exit_code"`
+	Signal          *string `json:"signal"`
+	TimedOut        bool    `json:"timed_out"`
+	OOMKilled       bool    `json:"oom_killed"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	DurationMS      int64   `json:"duration_ms"`
+	Created         bool    `json:"created"`
+}
+
+// applyFlags records the changed flags into the configuration.
+func applyFlags(cmd *cobra.Command, c *config.Config, pairs map[string]string) error {
+	for flag, key := range pairs {
+		if !cmd.Flags().Changed(flag) {
+			continue
+		}
+		v := cmd.Flags().Lookup(flag).Value.String()
+		if err := c.Set(key, v, "--"+flag); err != nil {
+			return asConfigError(err)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return asConfigError(err)
+	}
+	return nil
+}
+
+func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o *execOptions) error {
+	sbexec.Debugf("runExec start")
+	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	sbexec.Debugf("config loaded")
+	if err := applyFlags(cmd, c, map[string]string{
+		"timeout": "timeout", "image": "image", "network": "network",
+		"memory": "memory", "cpus": "cpus", "pids": "pids", "runtime": "runtime", "idle-ttl": "idle_ttl",
+		"max-output": "max_output",
+	}); err != nil {
+		return err
+	}
+	if len(o.allow) > 0 || (c.Network != "none") {
+		return sbexec.Errorf(sbexec.CodeBadFlag, "--network %s / --allow: only --network none is available in this version (the egress proxy is not part of it yet)", c.Network)
+	}
+	scope := c.DefaultScope
+	if cmd.Flags().Changed("scope") {
+		scope = o.scope
+	}
+	target := sbexec.Target{Scope: scope, Session: o.session}
+	if err := target.Validate(); err != nil {
+		return err
+	}
+	workdir, err := sbexec.ResolveWorkdir(o.workdir)
+	if err != nil {
+		return err
+	}
+	env, err := opts.ReadKVEnvStrings(o.envFiles, o.env)
+	if err != nil {
+		return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --env or --env-file")
+	}
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == "" || strings.ContainsAny(k, " \x00") {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid environment variable %q: the name must be non-empty and have no spaces", kv)
+		}
+	}
+
+	// Where the code comes from, and what the program's stdin is.
+	var (
+		code     []byte
+		fileName string
+		stdin    io.Reader
+		progArgs []string
+	)
+	dash := cmd.ArgsLenAtDash()
+	positional := args
+	if dash >= 0 {
+		positional, progArgs = args[:dash], args[dash:]
+	}
+	switch {
+	case o.codeSet:
+		code = []byte(o.code)
+		progArgs = append(positional, progArgs...)
+		stdin = dockerCli.In()
+	case len(positional) == 0 || positional[0] == "-":
+		if len(positional) > 0 {
+			positional = positional[1:]
+		}
+		progArgs = append(positional, progArgs...)
+		code, err = io.ReadAll(io.LimitReader(dockerCli.In(), wire.MaxCode+1))
+		if err != nil {
+			return sbexec.Wrap(sbexec.CodeBadFlag, err, "cannot read the code from standard input")
+		}
+		if len(code) > wire.MaxCode {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
+		}
+	default:
+		fileName = positional[0]
+		progArgs = append(positional[1:], progArgs...)
+		fi, err := os.Stat(fileName)
+		if err != nil {
+			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
+		}
+		if fi.IsDir() {
+			return sbexec.Errorf(sbexec.CodeFileNotFound, "FILE %s is a directory: give a file of code", fileName)
+		}
+		if fi.Size() > wire.MaxCode {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "FILE %s is over the %d MiB limit for code", fileName, wire.MaxCode>>20)
+		}
+		code, err = os.ReadFile(fileName)
+		if err != nil {
+			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read FILE %s: %v", fileName, err)
+		}
+		stdin = dockerCli.In()
+	}
+	lang, err := sbexec.DetectLanguage(o.lang, fileName, code, c.DefaultLang)
+	if err != nil {
+		return err
+	}
+
+	b := builder(dockerCli, c)
+	imageRef := c.Image
+	if imageRef == "" {
+		imageRef = b.RuntimeRef()
+	}
+	spec := sbexec.Spec{
+		Target: target, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
+		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
+		HelperID: images.HelperID(), Version: Version,
+	}
+	jsonMode := o.format != ""
+	var outBuf, errBuf bytes.Buffer
+	req := sbexec.Request{
+		Lang: lang, Code: code, Args: progArgs, Env: env, Workdir: workdir,
+		Timeout: c.Timeout, MaxOutput: c.MaxOutput, Stdin: stdin,
+		Stdout: dockerCli.Out(), Stderr: dockerCli.Err(),
+	}
+	if jsonMode {
+		req.Stdout, req.Stderr = &outBuf, &errBuf
+	}
+
+	// Ctrl-C: stop waiting; closing the stream ends the program's exec.
+	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version}
+	sbexec.Debugf("before run")
+	res, runErr := m.Run(ctx, spec, req)
+	sbexec.Debugf("after run")
+	if o.rm {
+		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		_, rmErr := m.Remove(bg, target)
+		for _, v := range res.FreshVolumes {
+			_ = dockerCli.Client().VolumeRemove(bg, v, true)
+		}
+		done()
+		if runErr == nil && rmErr != nil {
+			runErr = rmErr
+		}
+	}
+	if runErr != nil {
+		if ctx.Err() != nil && context.Cause(ctx) != nil {
+			return &sbexec.Error{Code: "interrupted", Message: "interrupted", Exit: 130}
+		}
+		return runErr
+	}
+	st := res.Status
+	switch st.ErrorCode {
+	case "":
+	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
+		code := sbexec.CodeInterpreterMissing
+		if st.ErrorCode == wire.ErrInterpreterNoExec {
+			code = sbexec.CodeInterpreterNoExec
+		}
+		return &sbexec.Error{Code: code, Message: fmt.Sprintf("%s (image %s)", st.Error, spec.Image), Exit: st.ExitCode}
+	default:
+		return sbexec.Errorf(st.ErrorCode, "%s", st.Error)
+	}
+	if !jsonMode {
+		switch {
+		case st.TimedOut:
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed at --timeout %s\n", c.Timeout)
+		case st.OOMKilled:
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(c.Memory)))
+		}
+		if st.StdoutTruncated || st.StderrTruncated {
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: output truncated at --max-output %s per stream\n", units.BytesSize(float64(c.MaxOutput)))
+		}
+	} else {
+		j := execJSON{
+			Scope: target.Scope, Session: target.Session, Container: res.Container, Image: spec.Image, Lang: lang.Name,
+			ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
+			Stdout: outBuf.String(), Stderr: errBuf.String(),
+			StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
+			DurationMS: res.Duration.Milliseconds(), Created: res.Created,
+		}
+		if st.Signal != 0 {
+			s := signalName(st.Signal)
+			j.Signal = &s
+		}
+		if j.Container == "" && !o.rm {
+			j.Container = m.ContainerID(ctx, target.ContainerName())
+		}
+		if err := writeFormatted(dockerCli.Out(), o.format, j, nil); err != nil {
+			return err
+		}
+	}
+	if st.ExitCode != 0 {
+		return cli.StatusError{StatusCode: st.ExitCode}
+	}
+	return nil
+}
+
+func signalName(n int) string {
+	s := syscall.Signal(n)
+	names := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
+		syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGPIPE: "SIGPIPE", syscall.SIGHUP: "SIGHUP",
+		syscall.SIGQUIT: "SIGQUIT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL",
+		syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2", syscall.SIGALRM: "SIGALRM", syscall.SIGXCPU: "SIGXCPU"}
+	if name, ok := names[s]; ok {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", n)
+}

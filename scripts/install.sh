@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Builds docker sandbox and installs it as a Docker CLI plugin for this user:
+#
+#   scripts/install.sh [--force] && echo 'print(6*7)' | docker sandbox exec --lang python
+#
+#   1. makes sure a Docker Engine answers (scripts/engine.sh);
+#   2. builds the helper and the plugin (scripts/build.sh; needs Go);
+#   3. installs bin/docker-sandbox as ${DOCKER_CONFIG:-~/.docker}/cli-plugins/docker-sandbox,
+#      atomically. An existing docker-sandbox that is not ours (its metadata's
+#      Vendor is not "docker-sandbox project", e.g. Docker Desktop's own
+#      `docker sandbox`) is left alone, with exit 1, unless --force;
+#   4. makes sure the runtime base image is on the engine: when it is neither
+#      there nor pullable, makes one from Debian packages (scripts/offline-base.sh)
+#      and sets runtime_base in ${DOCKER_CONFIG:-~/.docker}/sandbox/config.toml;
+#   5. builds the helper and runtime images (docker sandbox images build).
+# Progress goes to stderr; the one-line summary to stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+OUR_VENDOR="docker-sandbox project"
+OFFLINE_BASE="docker-sandbox-base:bookworm"
+DEFAULT_BASE="debian:bookworm-slim"
+
+usage() {
+	sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+	exit "${1:-2}"
+}
+
+FORCE=""
+while (($# > 0)); do
+	case "$1" in
+	--force | -f) FORCE=1; shift ;;
+	-h | --help) usage 0 ;;
+	*) log "unknown argument: $1"; usage 2 ;;
+	esac
+done
+
+if [[ -n "${DOCKER_CONFIG:-}" ]]; then
+	DOCKER_CFG="$DOCKER_CONFIG"
+else
+	[[ -n "${HOME:-}" ]] || die "neither DOCKER_CONFIG nor HOME is set: cannot tell where the Docker CLI looks for plugins"
+	DOCKER_CFG="$HOME/.docker"
+fi
+PLUGIN_DIR="$DOCKER_CFG/cli-plugins"
+DEST="$PLUGIN_DIR/docker-sandbox"
+USER_CONFIG="$DOCKER_CFG/sandbox/config.toml"
+
+# plugin_vendor FILE: prints the Vendor of a CLI plugin's metadata; fails when
+# FILE cannot be run or prints no Vendor.
+plugin_vendor() {
+	local out vendor
+	out="$(timeout 10 "$1" docker-cli-plugin-metadata 2>/dev/null)" || return 1
+	vendor="$(printf '%s\n' "$out" | sed -n 's/.*"Vendor"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' | head -n 1)"
+	[[ -n "$vendor" ]] || return 1
+	printf '%s\n' "$vendor"
+}
+
+# 0. Don't clobber somebody else's docker-sandbox (checked first: no point building).
+REPLACING=""
+if [[ -e "$DEST" || -L "$DEST" ]]; then
+	if vendor="$(plugin_vendor "$DEST")"; then
+		:
+	else
+		vendor=""
+	fi
+	if [[ "$vendor" != "$OUR_VENDOR" ]]; then
+		what="Vendor \"$vendor\""
+		[[ -n "$vendor" ]] || what="it does not answer docker-cli-plugin-metadata with a Vendor"
+		if [[ -z "$FORCE" ]]; then
+			die "refusing to replace $DEST: it is not docker sandbox from this project ($what; ours is \"$OUR_VENDOR\"), perhaps Docker Desktop's own 'docker sandbox'. Re-run with --force to replace it (a copy is kept), or set DOCKER_CONFIG to install into another Docker config folder."
+		fi
+		REPLACING="$what"
+	fi
+fi
+
+# 1. Engine.
+bash scripts/engine.sh
+
+# 2. Go, then build.
+if ! GO="$(find_go)"; then
+	die "Go is needed to build docker sandbox, but there is no 'go' on PATH and no /usr/local/go/bin/go. Debian's golang-go is too old for this module (go.mod: $(sed -n 's/^go //p' go.mod)); install Go from https://go.dev/dl/ into /usr/local/go and re-run."
+fi
+PATH="$(dirname "$GO"):$PATH"
+export PATH
+bash scripts/build.sh
+
+# 3. Install the plugin atomically: a temporary name in the same folder, then rename.
+mkdir -p "$PLUGIN_DIR" || die "cannot create $PLUGIN_DIR"
+if [[ -n "$REPLACING" ]]; then
+	backup="$DOCKER_CFG/sandbox/docker-sandbox.replaced"
+	mkdir -p "$(dirname "$backup")"
+	cp -P "$DEST" "$backup" 2>/dev/null || cp "$DEST" "$backup" ||
+		die "cannot keep a copy of $DEST in $backup; not replacing it"
+	log "--force: replacing $DEST ($REPLACING); the old one is kept as $backup"
+fi
+TMP_PLUGIN="$(mktemp "$PLUGIN_DIR/.docker-sandbox.XXXXXX")" || die "cannot write in $PLUGIN_DIR"
+trap 'rm -f "$TMP_PLUGIN"' EXIT
+cp bin/docker-sandbox "$TMP_PLUGIN"
+chmod 0755 "$TMP_PLUGIN"
+mv -f "$TMP_PLUGIN" "$DEST" || die "cannot move the plugin into $DEST"
+trap - EXIT
+vendor="$(plugin_vendor "$DEST" || true)"
+[[ "$vendor" == "$OUR_VENDOR" ]] ||
+	die "installed $DEST, but its metadata's Vendor is \"$vendor\", not \"$OUR_VENDOR\": the build is broken"
+log "installed $DEST"
+
+# A docker-sandbox in a system plugin folder is shadowed by the user's one; say so.
+for d in /usr/local/lib/docker/cli-plugins /usr/local/libexec/docker/cli-plugins \
+	/usr/lib/docker/cli-plugins /usr/libexec/docker/cli-plugins; do
+	f="$d/docker-sandbox"
+	[[ -e "$f" && "$f" != "$DEST" ]] || continue
+	v="$(plugin_vendor "$f" || echo unknown)"
+	[[ "$v" == "$OUR_VENDOR" ]] || log "note: $f (Vendor \"$v\") is shadowed by $DEST for this user"
+done
+
+# config_value KEY: prints the top-level string KEY of the user config file.
+config_value() {
+	[[ -r "$USER_CONFIG" ]] || return 0
+	awk -v key="$1" '
+		/^[[:space:]]*\[/ { exit }
+		$0 ~ "^[[:space:]]*" key "[[:space:]]*=" {
+			v = $0
+			sub("^[^=]*=[[:space:]]*", "", v)
+			if (v ~ /^"/) { sub(/^"/, "", v); sub(/".*$/, "", v) }
+			else if (v ~ /^'\''/) { sub(/^'\''/, "", v); sub(/'\''.*$/, "", v) }
+			print v
+			exit
+		}' "$USER_CONFIG"
+}
+
+# config_set KEY VALUE: writes or replaces the top-level line KEY = "VALUE" in
+# the user config file, keeping every other line.
+config_set() {
+	local line tmp
+	line="$1 = \"$2\""
+	mkdir -p "$(dirname "$USER_CONFIG")"
+	[[ -e "$USER_CONFIG" ]] || : >"$USER_CONFIG"
+	tmp="$(mktemp "$USER_CONFIG.XXXXXX")"
+	awk -v key="$1" -v line="$line" '
+		BEGIN { done = 0; intable = 0 }
+		/^[[:space:]]*\[/ && !intable { if (!done) { print line; done = 1 } intable = 1 }
+		!intable && $0 ~ "^[[:space:]]*" key "[[:space:]]*=" { if (!done) { print line; done = 1 } next }
+		{ print }
+		END { if (!done) print line }' "$USER_CONFIG" >"$tmp" || {
+		rm -f "$tmp"
+		die "cannot rewrite $USER_CONFIG"
+	}
+	chmod --reference="$USER_CONFIG" "$tmp" 2>/dev/null || true
+	mv -f "$tmp" "$USER_CONFIG" || die "cannot write $USER_CONFIG"
+}
+
+# 4. The runtime base image.
+if [[ -n "${DOCKER_SANDBOX_RUNTIME_BASE:-}" ]]; then
+	BASE="$DOCKER_SANDBOX_RUNTIME_BASE"
+	BASE_FROM="DOCKER_SANDBOX_RUNTIME_BASE"
+else
+	BASE="$(config_value runtime_base)"
+	BASE_FROM="$USER_CONFIG"
+	if [[ -z "$BASE" ]]; then
+		BASE="$DEFAULT_BASE"
+		BASE_FROM="default"
+	fi
+fi
+
+if image_exists "$BASE"; then
+	log "runtime base $BASE is on the engine"
+elif [[ "$BASE" == docker-sandbox-base:* ]]; then
+	# Our own offline tag: there is nothing to pull, make it again.
+	log "runtime base $BASE ($BASE_FROM) is missing; making it from Debian packages"
+	bash scripts/offline-base.sh --tag "$BASE" --suite "${BASE#docker-sandbox-base:}"
+elif log "pulling runtime base $BASE ($BASE_FROM)" && timeout 60 docker pull -q "$BASE" >/dev/null 2>&1; then
+	log "pulled $BASE"
+else
+	if [[ "$BASE_FROM" == DOCKER_SANDBOX_RUNTIME_BASE ]]; then
+		die "DOCKER_SANDBOX_RUNTIME_BASE=$BASE is not on the engine and cannot be pulled. Unset it (install.sh then makes an offline base), or run scripts/offline-base.sh and set DOCKER_SANDBOX_RUNTIME_BASE=$OFFLINE_BASE."
+	fi
+	log "cannot pull $BASE (no registry?); making an offline base from Debian packages instead"
+	bash scripts/offline-base.sh --tag "$OFFLINE_BASE"
+	config_set runtime_base "$OFFLINE_BASE"
+	log "set runtime_base = \"$OFFLINE_BASE\" in $USER_CONFIG"
+	BASE="$OFFLINE_BASE"
+fi
+
+# 5. The helper and runtime images.
+log "building the helper and runtime images (docker sandbox images build)"
+docker sandbox images build >&2 || die "docker sandbox images build failed"
+
+echo "docker sandbox $(version) installed at $DEST (runtime base: $BASE)"

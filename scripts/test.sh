@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317 # functions here are called through phase() and traps
+# Runs every check and test of docker sandbox against the local Docker Engine:
+#
+#   scripts/test.sh [GO TEST ARGS...]        e.g. scripts/test.sh -run TestExec ./exec/...
+#
+# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, gcc),
+# build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
+# (scripts/busybox-image.sh), setup (a private DOCKER_CONFIG with the plugin
+# installed), images (docker sandbox images build), go test (-race, with the
+# end-to-end tests on), cleanup.
+#
+# Everything the plugin creates during the run carries the label
+# com.docker.sandbox.test-run=ID (DOCKER_SANDBOX_TEST_RUN); cleanup removes those
+# containers, networks and volumes, the private config, and the plugin's images
+# that did not exist before the run, also on failure or interrupt. Set
+# DOCKER_SANDBOX_KEEP_IMAGES=1 to keep the images (faster re-runs).
+# Exits with go test's status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+LOG_PREFIX="test"
+
+VERSION="$(version)"
+T0="$(now)"
+PHASE=""
+PHASE_TIMES=()
+TEST_STATUS=""
+RUN_ID=""
+PRIVATE_CONFIG=""
+BEFORE_IMAGES=""
+IMAGES_SNAPSHOT=""
+TEST_LOG=""
+N_PASS=0
+N_FAIL=0
+N_SKIP=0
+BASE_TAG="docker-sandbox-base:bookworm"
+BUSYBOX_TAG="docker-sandbox-test-busybox:1"
+REAL_CONFIG="${REAL_DOCKER_CONFIG:-${DOCKER_CONFIG:-${HOME:-/root}/.docker}}"
+
+# phase NAME CMD...: runs CMD, timed.
+phase() {
+	local name="$1" s
+	shift
+	PHASE="$name"
+	log "== $name"
+	s="$(now)"
+	"$@"
+	PHASE_TIMES+=("$name $(($(now) - s))s")
+	PHASE=""
+}
+
+# ours_image REF: true for the image names this project makes.
+ours_image() {
+	case "$1" in
+	docker-sandbox-runtime:"$VERSION"* | docker-sandbox-helper:* | "$BASE_TAG" | "$BUSYBOX_TAG") return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+list_our_images() {
+	local ref
+	docker images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | while read -r ref; do
+		if ours_image "$ref"; then printf '%s\n' "$ref"; fi
+	done
+}
+
+remove_by_label() {
+	local label="com.docker.sandbox.test-run=$RUN_ID" ids
+	ids="$(docker ps -aq --filter "label=$label" 2>/dev/null || true)"
+	# shellcheck disable=SC2086 # word splitting of the id list is intended
+	[[ -z "$ids" ]] || docker rm -f $ids >/dev/null || log "warning: could not remove some containers of test run $RUN_ID"
+	ids="$(docker network ls -q --filter "label=$label" 2>/dev/null || true)"
+	# shellcheck disable=SC2086
+	[[ -z "$ids" ]] || docker network rm $ids >/dev/null || log "warning: could not remove some networks of test run $RUN_ID"
+	ids="$(docker volume ls -q --filter "label=$label" 2>/dev/null || true)"
+	# shellcheck disable=SC2086
+	[[ -z "$ids" ]] || docker volume rm -f $ids >/dev/null || log "warning: could not remove some volumes of test run $RUN_ID"
+}
+
+remove_new_images() {
+	local ref refs=()
+	while read -r ref; do
+		[[ -n "$ref" ]] || continue
+		grep -qxF -- "$ref" <<<"$BEFORE_IMAGES" || refs+=("$ref")
+	done < <(
+		list_our_images
+		if [[ -n "$RUN_ID" ]]; then
+			docker images --filter "label=com.docker.sandbox.test-run=$RUN_ID" \
+				--format '{{.Repository}}:{{.Tag}} {{.ID}}' 2>/dev/null |
+				awk '{ if ($1 == "<none>:<none>") print $2; else print $1 }'
+		fi
+	)
+	((${#refs[@]} > 0)) || return 0
+	if [[ -n "${DOCKER_SANDBOX_KEEP_IMAGES:-}" ]]; then
+		log "keeping the images made by this run (DOCKER_SANDBOX_KEEP_IMAGES): ${refs[*]}"
+		return 0
+	fi
+	log "removing the images made by this run: ${refs[*]}"
+	docker rmi "${refs[@]}" >/dev/null 2>&1 || {
+		for ref in "${refs[@]}"; do
+			docker rmi "$ref" >/dev/null 2>&1 || log "warning: could not remove image $ref"
+		done
+	}
+}
+
+cleanup() {
+	if [[ -n "$RUN_ID" ]]; then
+		remove_by_label
+	fi
+	if [[ -n "$PRIVATE_CONFIG" && -d "$PRIVATE_CONFIG" ]]; then
+		rm -rf "$PRIVATE_CONFIG"
+	fi
+	if [[ -n "$IMAGES_SNAPSHOT" ]]; then
+		remove_new_images
+	fi
+	[[ -z "$TEST_LOG" ]] || rm -f "$TEST_LOG"
+}
+
+on_exit() {
+	local rc=$? s
+	set +e
+	trap - EXIT INT TERM
+	local failed_phase="$PHASE"
+	s="$(now)"
+	cleanup
+	PHASE_TIMES+=("cleanup $(($(now) - s))s")
+	local IFS=,
+	log "phases:${PHASE_TIMES[*]/#/ }"
+	if [[ -n "$TEST_STATUS" ]]; then
+		rc="$TEST_STATUS"
+		if ((rc == 0)); then
+			echo "test.sh: PASS in $(($(now) - T0))s (test run $RUN_ID)"
+		else
+			echo "test.sh: FAIL: go test exited $rc after $(($(now) - T0))s (test run $RUN_ID)"
+		fi
+		printf 'tests: %d passed, %d failed, %d skipped\n' "$N_PASS" "$N_FAIL" "$N_SKIP"
+	else
+		((rc != 0)) || rc=1
+		echo "test.sh: FAIL in phase '${failed_phase:-setup}' (exit $rc) after $(($(now) - T0))s; go test did not run"
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go"
+PATH="$(dirname "$GO"):$PATH"
+export PATH
+
+tools() {
+	need_cmd socat socat
+	need_cmd debootstrap debootstrap
+	# busybox-static conflicts with the dynamic busybox package: never replace
+	# that one (busybox-image.sh unpacks busybox-static's .deb instead).
+	pkg_installed busybox-static || pkg_installed busybox || apt_install busybox-static
+	# go test -race needs cgo: a C compiler and libc headers.
+	command -v gcc >/dev/null 2>&1 || apt_install gcc
+	apt_install libc6-dev
+}
+
+lint() {
+	local gofmt bad
+	gofmt="$(dirname "$GO")/gofmt"
+	[[ -x "$gofmt" ]] || gofmt="$("$GO" env GOROOT)/bin/gofmt"
+	bad="$(find . \( -path ./.git -o -path ./.cache -o -path ./vendor -o -name testdata \) -prune -o \
+		-type f -name '*.go' -exec "$gofmt" -l {} +)" || die "gofmt failed (a syntax error?)"
+	[[ -z "$bad" ]] || die "these files are not gofmt-formatted (run gofmt -w):"$'\n'"$bad"
+	"$GO" vet ./... || die "go vet ./... reported problems"
+}
+
+snapshot_images() {
+	BEFORE_IMAGES="$(list_our_images)"
+	IMAGES_SNAPSHOT=1
+	if [[ -n "$BEFORE_IMAGES" ]]; then
+		log "images of this project already on the engine (kept): $(tr '\n' ' ' <<<"$BEFORE_IMAGES")"
+	fi
+}
+
+setup_config() {
+	RUN_ID="$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+	[[ -n "$RUN_ID" ]] || die "cannot make a test run id"
+	PRIVATE_CONFIG="$(mktemp -d "${TMPDIR:-/tmp}/docker-sandbox-test.XXXXXX")"
+	if [[ -f "$REAL_CONFIG/config.json" ]]; then
+		cp "$REAL_CONFIG/config.json" "$PRIVATE_CONFIG/config.json"
+	fi
+	if [[ -d "$REAL_CONFIG/contexts" ]]; then
+		cp -a "$REAL_CONFIG/contexts" "$PRIVATE_CONFIG/contexts"
+	fi
+	mkdir -p "$PRIVATE_CONFIG/cli-plugins"
+	cp bin/docker-sandbox "$PRIVATE_CONFIG/cli-plugins/docker-sandbox"
+	chmod 0755 "$PRIVATE_CONFIG/cli-plugins/docker-sandbox"
+
+	export DOCKER_CONFIG="$PRIVATE_CONFIG"
+	export DOCKER_SANDBOX_E2E=1
+	export DOCKER_SANDBOX_BIN="$PWD/bin/docker-sandbox"
+	export DOCKER_SANDBOX_RUNTIME_BASE="$BASE_TAG"
+	export DOCKER_SANDBOX_TEST_BUSYBOX="$BUSYBOX_TAG"
+	export DOCKER_SANDBOX_TEST_RUN="$RUN_ID"
+	log "test run $RUN_ID, DOCKER_CONFIG=$PRIVATE_CONFIG"
+}
+
+build_images() {
+	docker sandbox images build >&2 || die "docker sandbox images build failed"
+}
+
+run_go_test() {
+	local args=("$@") have_pkgs="" a
+	for a in "${args[@]}"; do
+		case "$a" in
+		. | ./* | ../* | github.com/docker-sandbox/*) have_pkgs=1 ;;
+		esac
+	done
+	[[ -n "$have_pkgs" ]] || args+=(./...)
+	TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-log.XXXXXX")"
+	log "go test -race -count=1 -timeout 30m -p 2 -v ${args[*]}"
+	set +e
+	CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 30m -p 2 -v "${args[@]}" 2>&1 | tee "$TEST_LOG"
+	TEST_STATUS="${PIPESTATUS[0]}"
+	set -e
+	N_PASS="$(grep -cE '^[[:space:]]*--- PASS:' "$TEST_LOG" || true)"
+	N_FAIL="$(grep -cE '^[[:space:]]*--- FAIL:' "$TEST_LOG" || true)"
+	N_SKIP="$(grep -cE '^[[:space:]]*--- SKIP:' "$TEST_LOG" || true)"
+	if ((TEST_STATUS != 0 && N_FAIL == 0)); then
+		# A build failure or a panic fails a package without a --- FAIL line.
+		N_FAIL="$(grep -cE '^FAIL[[:space:]]' "$TEST_LOG" || true)"
+		((N_FAIL > 0)) || N_FAIL=1
+	fi
+}
+
+phase engine bash scripts/engine.sh
+phase tools tools
+phase build bash scripts/build.sh
+phase lint lint
+phase snapshot snapshot_images
+phase base bash scripts/offline-base.sh --tag "$BASE_TAG"
+phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
+phase setup setup_config
+phase images build_images
+phase "go test" run_go_test "$@"
+exit "$TEST_STATUS"
