@@ -150,7 +150,20 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if err != nil {
 		return err
 	}
-	env, err := opts.ReadKVEnvStrings(o.envFiles, o.env)
+	// -e KEY takes the host's value (and is dropped when the host has none),
+	// as with docker run.
+	var flagEnv []string
+	for _, kv := range o.env {
+		if !strings.Contains(kv, "=") {
+			v, ok := os.LookupEnv(kv)
+			if !ok {
+				continue
+			}
+			kv += "=" + v
+		}
+		flagEnv = append(flagEnv, kv)
+	}
+	env, err := opts.ReadKVEnvStrings(o.envFiles, flagEnv)
 	if err != nil {
 		return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --env or --env-file")
 	}

@@ -128,7 +128,10 @@ on_exit() {
 	PHASE_TIMES+=("cleanup $(($(now) - s))s")
 	local IFS=,
 	log "phases:${PHASE_TIMES[*]/#/ }"
-	if [[ -n "$TEST_STATUS" ]]; then
+	if ((rc == 130 || rc == 143)); then
+		echo "test.sh: INTERRUPTED (exit $rc) in phase '${failed_phase:-?}' after $(($(now) - T0))s; cleaned up test run ${RUN_ID:-(none)}"
+		[[ -z "$TEST_STATUS" ]] || printf 'tests: %d passed, %d failed, %d skipped\n' "$N_PASS" "$N_FAIL" "$N_SKIP"
+	elif [[ -n "$TEST_STATUS" ]]; then
 		rc="$TEST_STATUS"
 		if ((rc == 0)); then
 			echo "test.sh: PASS in $(($(now) - T0))s (test run $RUN_ID)"
