@@ -52,6 +52,11 @@ const (
 	DefaultBase = "debian:bookworm-slim"
 )
 
+// LabelImage marks the plugin's images (helper or runtime). Images do not
+// carry com.docker.sandbox.managed: containers inherit image labels, and a
+// user's own `docker run` of the runtime image is not the plugin's.
+const LabelImage = sbexec.LabelPrefix + "image-kind"
+
 // Arches the plugin embeds a helper for.
 var Arches = []string{"amd64", "arm64"}
 
@@ -118,14 +123,16 @@ func (b *Builder) base() string {
 	return b.Base
 }
 
-// RuntimeRef is the built-in runtime image's reference. A non-default base
-// gets its own tag, so changing the base builds a new image.
+// RuntimeRef is the built-in runtime image's reference: the plugin's version
+// and a digest of the base and the Dockerfile, so that another base or a
+// changed Dockerfile builds a new image instead of reusing a stale one.
 func (b *Builder) RuntimeRef() string {
-	if b.base() == DefaultBase {
-		return RuntimeRepo + ":" + b.Version
-	}
-	h := sha256.Sum256([]byte(b.base()))
-	return RuntimeRepo + ":" + b.Version + "-" + hex.EncodeToString(h[:])[:8]
+	df, _ := runtimeFS.ReadFile("runtime/Dockerfile")
+	h := sha256.New()
+	h.Write([]byte(b.base()))
+	h.Write([]byte{0})
+	h.Write(df)
+	return RuntimeRepo + ":" + b.Version + "-" + hex.EncodeToString(h.Sum(nil))[:8]
 }
 
 // EnsureHelper implements exec.Images.
@@ -156,7 +163,7 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string) error {
 	rc, err := b.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, b.HelperRef(arch), image.ImportOptions{
 		Platform: "linux/" + normArch(arch),
 		Changes: []string{
-			"LABEL " + sbexec.LabelManaged + "=true " + sbexec.LabelKind + "=helper " + sbexec.LabelVersion + "=" + b.Version,
+			"LABEL " + LabelImage + "=helper " + sbexec.LabelVersion + "=" + b.Version,
 			"ENTRYPOINT [\"" + sbexec.HelperPath + "\"]",
 		},
 	})
@@ -276,7 +283,7 @@ func (b *Builder) BuildRuntime(ctx context.Context) error {
 		PullParent:  false,
 		NetworkMode: "default",
 		Labels: map[string]string{
-			sbexec.LabelManaged: "true", sbexec.LabelKind: "runtime", sbexec.LabelVersion: b.Version,
+			LabelImage: "runtime", sbexec.LabelVersion: b.Version,
 			sbexec.LabelPrefix + "base": base,
 		},
 		Version: build.BuilderV1,
@@ -310,7 +317,7 @@ type Summary struct {
 
 // List returns the plugin's images.
 func (b *Builder) List(ctx context.Context) ([]Summary, error) {
-	imgs, err := b.Engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sbexec.LabelManaged+"=true"))})
+	imgs, err := b.Engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelImage))})
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot list images")
 	}
@@ -325,10 +332,9 @@ func (b *Builder) List(ctx context.Context) ([]Summary, error) {
 			if len(id) > 12 {
 				id = id[:12]
 			}
-			out = append(out, Summary{Repository: repo, Tag: tag, ID: id, Kind: im.Labels[sbexec.LabelKind], Size: im.Size,
+			out = append(out, Summary{Repository: repo, Tag: tag, ID: id, Kind: im.Labels[LabelImage], Size: im.Size,
 				Created: time.Unix(im.Created, 0).UTC().Format(time.RFC3339)})
 		}
 	}
 	return out, nil
 }
-

@@ -283,3 +283,5 @@ func poll(t *testing.T, d time.Duration, f func() error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func lookupEnv(k string) string { return os.Getenv(k) }

@@ -22,12 +22,6 @@ for arch in amd64 arm64; do
 		die "building the helper for linux/$arch failed"
 done
 
-# The helpers' digest, embedded beside them (images.HelperID reads it instead of
-# hashing 4 MiB on every call).
-cat images/bin/sandbox-helper-linux-amd64 images/bin/sandbox-helper-linux-arm64 |
-	sha256sum | cut -c1-12 >images/bin/helper.id.tmp
-mv images/bin/helper.id.tmp images/bin/helper.id
-
 # The helpers' identity (the images package reads it instead of hashing 4 MiB on
 # every exec): the first 12 hex digits of sha256(amd64 binary, then arm64 binary).
 id="$(cat images/bin/sandbox-helper-linux-amd64 images/bin/sandbox-helper-linux-arm64 | sha256sum | cut -c1-12)"

@@ -1,0 +1,420 @@
+package exec
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/go-cmp/cmp"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+)
+
+// fakeEngine is a tiny in-memory engine: containers by name, volumes, and
+// execs answered by a fake helper.
+type fakeEngine struct {
+	mu         sync.Mutex
+	containers map[string]*container.Config
+	hostcfg    map[string]*container.HostConfig
+	running    map[string]bool
+	volumes    map[string]bool
+	calls      []string
+	createErr  error // returned once by ContainerCreate of the sandbox
+	runtimes   map[string]system.RuntimeWithStatus
+	// helper answers one exec: it gets the code and stdin, returns frames.
+	helper func(cmd []string, code []byte, stdin []byte) (stdout, stderr string, st wire.RunStatus)
+}
+
+func newFake() *fakeEngine {
+	return &fakeEngine{containers: map[string]*container.Config{}, hostcfg: map[string]*container.HostConfig{}, running: map[string]bool{},
+		volumes: map[string]bool{}, runtimes: map[string]system.RuntimeWithStatus{"runc": {}}}
+}
+
+func (f *fakeEngine) call(s string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, s)
+	f.mu.Unlock()
+}
+
+var errNotFound = cerrdefs.ErrNotFound.WithMessage("No such container")
+
+func (f *fakeEngine) ContainerExecCreate(ctx context.Context, name string, o container.ExecOptions) (container.ExecCreateResponse, error) {
+	f.call("ExecCreate")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.containers[name]; !ok {
+		return container.ExecCreateResponse{}, errNotFound
+	}
+	if !f.running[name] {
+		return container.ExecCreateResponse{}, cerrdefs.ErrConflict.WithMessage("Container " + name + " is not running")
+	}
+	b, _ := json.Marshal(o.Cmd)
+	return container.ExecCreateResponse{ID: string(b)}, nil
+}
+
+func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ container.ExecAttachOptions) (types.HijackedResponse, error) {
+	f.call("ExecAttach")
+	var cmd []string
+	_ = json.Unmarshal([]byte(id), &cmd)
+	client, server := net.Pipe()
+	go func() {
+		defer server.Close()
+		noCode := false
+		for _, a := range cmd {
+			if a == "--no-code" {
+				noCode = true
+			}
+		}
+		var code []byte
+		if !noCode {
+			n, err := wire.ReadCodeHeader(server)
+			if err != nil {
+				return
+			}
+			code = make([]byte, n)
+			if _, err := io.ReadFull(server, code); err != nil {
+				return
+			}
+		}
+		// The rest of stdin, until the plugin closes its side for writing.
+		stdin := readUntilMarker(server)
+		out, errs, st := f.helper(cmd, code, stdin)
+		w := stdcopy.NewStdWriter(server, stdcopy.Stdout)
+		fw := wire.NewFrameWriter(w)
+		_ = fw.WriteFrame(wire.Stdout, []byte(out))
+		_ = fw.WriteFrame(wire.Stderr, []byte(errs))
+		b, _ := json.Marshal(st)
+		_ = fw.WriteFrame(wire.Status, b)
+	}()
+	return types.NewHijackedResponse(&halfConn{Conn: client}, ""), nil
+}
+
+// halfConn turns CloseWrite into a marker the fake server understands
+// (net.Pipe has no half close).
+type halfConn struct{ net.Conn }
+
+const eofMarker = "\x00\x00FAKE-EOF\x00\x00"
+
+func (h *halfConn) CloseWrite() error {
+	_, err := h.Conn.Write([]byte(eofMarker))
+	return err
+}
+
+// readUntilMarker reads the plugin's stdin up to its CloseWrite marker.
+func readUntilMarker(r io.Reader) []byte {
+	br := bufio.NewReader(r)
+	var out []byte
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			return out
+		}
+		out = append(out, b)
+		if strings.HasSuffix(string(out), eofMarker) {
+			return out[:len(out)-len(eofMarker)]
+		}
+	}
+}
+
+func (f *fakeEngine) ContainerExecInspect(ctx context.Context, id string) (container.ExecInspect, error) {
+	return container.ExecInspect{}, nil
+}
+
+func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if name == "" {
+		f.calls = append(f.calls, "CreateSeeder")
+		for _, m := range hc.Mounts {
+			f.volumes[m.Source] = true
+		}
+		return container.CreateResponse{ID: "seeder"}, nil
+	}
+	f.calls = append(f.calls, "Create")
+	if f.createErr != nil {
+		err := f.createErr
+		f.createErr = nil
+		return container.CreateResponse{}, err
+	}
+	if _, ok := f.containers[name]; ok {
+		return container.CreateResponse{}, cerrdefs.ErrConflict.WithMessage("name in use")
+	}
+	f.containers[name] = cfg
+	f.hostcfg[name] = hc
+	return container.CreateResponse{ID: name + "-0123456789abcdef"}, nil
+}
+
+func (f *fakeEngine) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {
+	f.call("Start")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	name := strings.TrimSuffix(id, "-0123456789abcdef")
+	if _, ok := f.containers[name]; !ok {
+		return errNotFound
+	}
+	f.running[name] = true
+	return nil
+}
+
+func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, _ container.RemoveOptions) error {
+	f.call("Remove")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id == "seeder" {
+		return nil
+	}
+	if _, ok := f.containers[id]; !ok {
+		return errNotFound
+	}
+	delete(f.containers, id)
+	delete(f.running, id)
+	return nil
+}
+
+func (f *fakeEngine) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.containers[id]; !ok {
+		return container.InspectResponse{}, errNotFound
+	}
+	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id + "-0123456789abcdef"}}, nil
+}
+
+func (f *fakeEngine) ContainerList(ctx context.Context, o container.ListOptions) ([]container.Summary, error) {
+	return nil, nil
+}
+
+func (f *fakeEngine) ImageInspect(ctx context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+	return image.InspectResponse{}, nil
+}
+
+func (f *fakeEngine) VolumeInspect(ctx context.Context, v string) (volume.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.volumes[v] {
+		return volume.Volume{}, cerrdefs.ErrNotFound.WithMessage("no such volume")
+	}
+	return volume.Volume{Name: v}, nil
+}
+
+func (f *fakeEngine) VolumeList(ctx context.Context, o volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{}, nil
+}
+
+func (f *fakeEngine) VolumeRemove(ctx context.Context, v string, force bool) error {
+	f.call("VolumeRemove " + v)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.volumes, v)
+	return nil
+}
+
+func (f *fakeEngine) Info(ctx context.Context) (system.Info, error) {
+	return system.Info{Runtimes: f.runtimes}, nil
+}
+
+type fakeImages struct {
+	img image.InspectResponse
+	err error
+}
+
+func (fi fakeImages) EnsureImage(ctx context.Context, ref string) (image.InspectResponse, error) {
+	return fi.img, fi.err
+}
+
+func (fi fakeImages) EnsureHelper(ctx context.Context, arch string) (string, string, error) {
+	return "helper:1", "helper-vol-" + arch, nil
+}
+
+func testSpec() Spec {
+	return Spec{Target: Target{Scope: "u1", Session: "s"}, Image: "rt:1", Network: "none", Memory: 1 << 30, CPUs: 1, Pids: 256,
+		Nofile: 1024, TmpSize: 512 << 20, IdleTTL: 10 * time.Minute, HelperID: "h", Version: "0.1.0"}
+}
+
+
+func TestRunCreatesThenReuses(t *testing.T) {
+	f := newFake()
+	f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
+		return "code=" + string(code) + " stdin=" + string(stdin), "last-arg=" + cmd[len(cmd)-1], wire.RunStatus{ExitCode: 7}
+	}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
+	var out, errb strings.Builder
+	req := Request{Lang: languages["python"], Code: []byte("print(1)"), Args: []string{"x"}, Workdir: WorkspaceDir,
+		Timeout: time.Second, MaxOutput: 100, Stdin: strings.NewReader("in"), Stdout: &out, Stderr: &errb}
+	res, err := m.Run(context.Background(), testSpec(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created || res.Status.ExitCode != 7 || out.String() != "code=print(1) stdin=in" || errb.String() != "last-arg=x" {
+		t.Fatalf("res %+v out %q err %q", res, out.String(), errb.String())
+	}
+	want := []string{"ExecCreate", "CreateSeeder", "Remove", "Create", "Start", "ExecCreate", "ExecAttach"}
+	if diff := cmp.Diff(want, f.calls); diff != "" {
+		t.Fatalf("first call (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"docker-sandbox-u1.user", "docker-sandbox-u1.s.ws"}, res.FreshVolumes); diff != "" {
+		t.Fatalf("fresh volumes: %s", diff)
+	}
+	// Warm: exactly two round trips.
+	f.calls = nil
+	out.Reset()
+	req.Stdin = strings.NewReader("in")
+	res, err = m.Run(context.Background(), testSpec(), req)
+	if err != nil || res.Created {
+		t.Fatal(err, res)
+	}
+	if diff := cmp.Diff([]string{"ExecCreate", "ExecAttach"}, f.calls); diff != "" {
+		t.Fatalf("warm call (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunLosesCreateRace(t *testing.T) {
+	f := newFake()
+	f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) { return "ok", "", wire.RunStatus{} }
+	// Another call creates the container between our exec create and create.
+	f.createErr = cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/docker-sandbox-u1.s" is already in use`)
+	f.containers["other"] = nil
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+	go func() {
+		// The winner's container appears, not yet started, then starts.
+		f.mu.Lock()
+		f.containers["docker-sandbox-u1.s"] = &container.Config{}
+		f.mu.Unlock()
+	}()
+	var out strings.Builder
+	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "ok" {
+		t.Fatalf("out %q res %+v calls %v", out.String(), res, f.calls)
+	}
+}
+
+func TestRunCreateFailureRemovesFreshVolumes(t *testing.T) {
+	f := newFake()
+	f.createErr = errors.New("Minimum memory limit allowed is 6MB")
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
+	if err == nil || AsError(err).Exit != 125 {
+		t.Fatalf("err %v", err)
+	}
+	for _, v := range []string{"docker-sandbox-u1.user", "docker-sandbox-u1.s.ws"} {
+		if f.volumes[v] {
+			t.Errorf("volume %s left behind", v)
+		}
+	}
+	if !f.volumes["helper-vol-amd64"] {
+		t.Errorf("the shared helper volume should stay")
+	}
+}
+
+func TestRunRefusesMissingRuntime(t *testing.T) {
+	f := newFake()
+	m := &Manager{Engine: f, Images: fakeImages{}, Version: "0.1.0"}
+	spec := testSpec()
+	spec.Runtime = "runsc"
+	_, err := m.Run(context.Background(), spec, Request{Lang: languages["sh"], Timeout: time.Second, MaxOutput: 1})
+	e := AsError(err)
+	if e.Code != CodeRuntimeUnavailable || !strings.Contains(e.Message, "runc") || e.Exit != 125 {
+		t.Fatalf("%+v", e)
+	}
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, "Create") {
+			t.Fatalf("created something: %v", f.calls)
+		}
+	}
+}
+
+func TestRunSpecMismatch(t *testing.T) {
+	f := newFake()
+	f.containers["docker-sandbox-u1.s"] = &container.Config{}
+	f.running["docker-sandbox-u1.s"] = true
+	f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) {
+		return "", "", wire.RunStatus{ExitCode: 125, ErrorCode: wire.ErrSpecMismatch}
+	}
+	m := &Manager{Engine: f, Images: fakeImages{}, Version: "0.1.0"}
+	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Timeout: time.Second, MaxOutput: 1})
+	if e := AsError(err); e.Code != CodeSandboxMismatch || !strings.Contains(e.Message, "docker sandbox stop u1/s") {
+		t.Fatalf("%+v", e)
+	}
+}
+
+func TestCheckImage(t *testing.T) {
+	for wd, bad := range map[string]bool{"/proc/self/cwd": true, "/proc": true, "/sys/x": true, "/dev": true, "/app": false, "": false, "/procx": false} {
+		err := CheckImage("i", image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{WorkingDir: wd}}, Os: "linux"})
+		if (err != nil) != bad {
+			t.Errorf("WORKDIR %q: %v", wd, err)
+		}
+	}
+}
+
+func TestContainerConfigHardening(t *testing.T) {
+	cfg, hc := testSpec().ContainerConfig()
+	if cfg.User != "65532:65532" || cfg.WorkingDir != WorkspaceDir || cfg.Entrypoint[0] != HelperPath || len(cfg.Cmd) != 0 {
+		t.Errorf("config %+v", cfg)
+	}
+	pids := int64(256)
+	want := container.Resources{Memory: 1 << 30, MemorySwap: 1 << 30, NanoCPUs: 1e9, PidsLimit: &pids,
+		Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 1024, Hard: 1024}}}
+	if diff := cmp.Diff(want, hc.Resources); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	if !hc.ReadonlyRootfs || hc.Privileged || !cmp.Equal([]string(hc.CapDrop), []string{"ALL"}) || len(hc.CapAdd) != 0 ||
+		!cmp.Equal(hc.SecurityOpt, []string{"no-new-privileges"}) || hc.NetworkMode != "none" || hc.IpcMode != "private" ||
+		hc.RestartPolicy.Name != container.RestartPolicyDisabled || len(hc.PortBindings) != 0 || hc.PublishAllPorts || len(hc.Binds) != 0 {
+		t.Errorf("host config %+v", hc)
+	}
+	if hc.Tmpfs["/tmp"] != "rw,nosuid,nodev,size=536870912,mode=1777" {
+		t.Errorf("tmpfs %q", hc.Tmpfs["/tmp"])
+	}
+	for _, m := range hc.Mounts {
+		if m.Type != mount.TypeVolume {
+			t.Errorf("mount %+v is not a volume", m)
+		}
+		if m.Target == HelperDir && !m.ReadOnly {
+			t.Errorf("helper mount is writable")
+		}
+	}
+}
+
+func TestSpecHashCoversSettings(t *testing.T) {
+	base := testSpec()
+	seen := map[string]bool{base.Hash(): true}
+	for _, mod := range []func(*Spec){
+		func(s *Spec) { s.Image = "other" }, func(s *Spec) { s.Memory++ }, func(s *Spec) { s.CPUs = 2 },
+		func(s *Spec) { s.Pids++ }, func(s *Spec) { s.Runtime = "runsc" }, func(s *Spec) { s.IdleTTL = 0 },
+		func(s *Spec) { s.HelperID = "x" }, func(s *Spec) { s.Network = "proxy" }, func(s *Spec) { s.TmpSize++ },
+	} {
+		s := testSpec()
+		mod(&s)
+		if seen[s.Hash()] {
+			t.Errorf("a settings change did not change the hash: %+v", s)
+		}
+		seen[s.Hash()] = true
+	}
+	other := testSpec()
+	other.Target = Target{Scope: "zz"}
+	if other.Hash() != base.Hash() {
+		t.Error("the hash must not depend on the target")
+	}
+}
