@@ -1,7 +1,219 @@
 #!/usr/bin/env bash
-# Benchmarks of docker sandbox (exec latency, throughput of cp/files).
-# Not written yet.
+# Benchmarks of docker sandbox against the plain docker commands it stands for:
+#
+#   scripts/bench.sh [--n N] [--json FILE]
+#
+#   1. warm exec: `docker sandbox exec -s bench-warm -c true` (through the docker
+#      CLI) and `bin/docker-sandbox exec ...` (standalone) vs `docker exec -i` into
+#      the same sandbox container; N=30 each after 3 warm-ups. Target <= 1.15x.
+#   2. first exec in a new scope (bench-first-<i>, removed after each run,
+#      untimed) vs `docker run --rm` of the same image with the same hardening
+#      flags; N=10 each after 1 warm-up. Target <= 1.25x.
+#   3. `docker sandbox version` vs `bin/docker-sandbox version`: the cost of the
+#      docker CLI's plugin dispatch; N=20 each after 2 warm-ups. No target.
+# The commands of a benchmark run interleaved (A B A B ...), so that the load of
+# a shared machine hits them alike; still, on a busy machine run it more than
+# once. Times are wall-clock around the whole command (scripts/bench/main.go).
+#
+# --n N sets N of every benchmark (e.g. --n 3 for a quick check); --json FILE
+# also writes the results, with every sample, as JSON.
+#
+# It builds (scripts/build.sh), installs the plugin into a private
+# DOCKER_CONFIG (a copy of config.json, contexts and sandbox/config.toml of
+# yours), uses DOCKER_SANDBOX_RUNTIME_BASE when set (else the config's
+# runtime_base), builds the images when no runtime image is on the engine, and
+# removes everything it created (scopes, containers, volumes, the private config)
+# on exit, also on failure or interrupt; the images stay.
+# Progress goes to stderr; the table to stdout. Exits 0 when the benchmarks ran,
+# whether or not the targets were met (the table says PASS or MISS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "bench: not yet" >&2
-exit 0
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+# shellcheck disable=SC2034 # read by log and die in lib.sh
+LOG_PREFIX="bench"
+
+usage() {
+	sed -n '2,28s/^# \{0,1\}//p' "$0" >&2
+	exit "${1:-2}"
+}
+
+N=""
+JSON_OUT=""
+while (($# > 0)); do
+	case "$1" in
+	--n)
+		(($# >= 2)) || usage 2
+		N="$2"
+		shift 2
+		;;
+	--n=*) N="${1#--n=}"; shift ;;
+	--json)
+		(($# >= 2)) || usage 2
+		JSON_OUT="$2"
+		shift 2
+		;;
+	--json=*) JSON_OUT="${1#--json=}"; shift ;;
+	-h | --help) usage 0 ;;
+	*) log "unknown argument: $1"; usage 2 ;;
+	esac
+done
+if [[ -n "$N" ]] && ! [[ "$N" =~ ^[1-9][0-9]*$ ]]; then
+	die "--n needs a positive integer, not '$N'"
+fi
+if [[ -n "$JSON_OUT" ]]; then
+	# The benchmark program runs in this folder too, but say it plainly.
+	case "$JSON_OUT" in /*) ;; *) JSON_OUT="$PWD/$JSON_OUT" ;; esac
+fi
+
+N_WARM="${N:-30}"
+N_FIRST="${N:-10}"
+N_VERSION="${N:-20}"
+WARMUP_WARM=3
+WARMUP_FIRST=1
+WARMUP_VERSION=2
+
+T0="$(now)"
+RUN_ID="bench-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
+WORK=""
+PRIVATE_CONFIG=""
+WARM_SCOPE="bench-warm"
+FIRST_PREFIX="bench-first-"
+ANCHOR_LABEL="docker-sandbox-bench.run"
+REAL_CONFIG="${DOCKER_CONFIG:-${HOME:-/root}/.docker}"
+
+# Every object the plugin creates in this run carries the label
+# com.docker.sandbox.test-run=$RUN_ID (see exec/labels.go): the fallback of the
+# cleanup finds what a failed or interrupted run left with it.
+export DOCKER_SANDBOX_TEST_RUN="$RUN_ID"
+
+# sweep: removes the containers and volumes of this run that `docker sandbox rm`
+# did not (an interrupted iteration), except the shared helper volume.
+sweep() {
+	local label="com.docker.sandbox.test-run=$RUN_ID" ids
+	ids="$( (
+		docker ps -aq --filter "label=$ANCHOR_LABEL=$RUN_ID"
+		docker ps -a --filter "label=$label" --format '{{.ID}} {{.Label "com.docker.sandbox.kind"}}' | awk '$2 != "helper" { print $1 }'
+	) 2>/dev/null || true)"
+	# shellcheck disable=SC2086 # word splitting of the id list is intended
+	[[ -z "$ids" ]] || docker rm -f $ids >/dev/null 2>&1 || log "warning: could not remove the containers ${ids//$'\n'/ }"
+	ids="$(docker volume ls --filter "label=$label" --format '{{.Name}} {{.Label "com.docker.sandbox.kind"}}' 2>/dev/null |
+		awk '$2 != "helper" { print $1 }' || true)"
+	# shellcheck disable=SC2086
+	[[ -z "$ids" ]] || docker volume rm -f $ids >/dev/null 2>&1 || log "warning: could not remove the volumes ${ids//$'\n'/ }"
+}
+
+# first_scopes: the scope names benchmark 2 uses (warm-ups included).
+first_scopes() {
+	local i
+	for ((i = 1; i <= N_FIRST + WARMUP_FIRST; i++)); do
+		printf '%s%d\n' "$FIRST_PREFIX" "$i"
+	done
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	if [[ -n "$PRIVATE_CONFIG" && -x "$PRIVATE_CONFIG/cli-plugins/docker-sandbox" ]]; then
+		log "cleaning up (scopes $WARM_SCOPE, $FIRST_PREFIX*; run $RUN_ID)"
+		# shellcheck disable=SC2046 # one name per line
+		docker sandbox rm "$WARM_SCOPE" $(first_scopes) >/dev/null 2>&1
+		sweep
+	fi
+	[[ -z "$PRIVATE_CONFIG" ]] || rm -rf "$PRIVATE_CONFIG"
+	[[ -z "$WORK" ]] || rm -rf "$WORK"
+	if ((rc == 130 || rc == 143)); then
+		log "interrupted after $(($(now) - T0))s; cleaned up"
+	elif ((rc != 0)); then
+		log "FAILED (exit $rc) after $(($(now) - T0))s; cleaned up"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# q WORD...: one command line for the benchmark program (words quoted like a shell).
+q() {
+	local out
+	out="$(printf '%q ' "$@")"
+	printf '%s' "${out% }"
+}
+
+GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go (see go.mod for the version)"
+PATH="$(dirname "$GO"):$PATH"
+export PATH
+command -v docker >/dev/null 2>&1 || die "the docker CLI is not on PATH"
+docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker Engine answers (docker version failed); see scripts/engine.sh"
+
+# 1. Build the plugin and the benchmark program.
+bash scripts/build.sh
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/docker-sandbox-bench.XXXXXX")"
+CGO_ENABLED=0 "$GO" build -buildvcs=false -o "$WORK/bench" ./scripts/bench || die "building scripts/bench failed"
+
+# 2. A private Docker config with the plugin installed.
+PRIVATE_CONFIG="$WORK/docker-config"
+mkdir -p "$PRIVATE_CONFIG/cli-plugins"
+[[ ! -f "$REAL_CONFIG/config.json" ]] || cp "$REAL_CONFIG/config.json" "$PRIVATE_CONFIG/config.json"
+[[ ! -d "$REAL_CONFIG/contexts" ]] || cp -a "$REAL_CONFIG/contexts" "$PRIVATE_CONFIG/contexts"
+if [[ -f "$REAL_CONFIG/sandbox/config.toml" ]]; then
+	mkdir -p "$PRIVATE_CONFIG/sandbox"
+	cp "$REAL_CONFIG/sandbox/config.toml" "$PRIVATE_CONFIG/sandbox/config.toml"
+fi
+cp bin/docker-sandbox "$PRIVATE_CONFIG/cli-plugins/docker-sandbox"
+chmod 0755 "$PRIVATE_CONFIG/cli-plugins/docker-sandbox"
+export DOCKER_CONFIG="$PRIVATE_CONFIG"
+docker sandbox version >/dev/null || die "the docker CLI does not run the installed plugin ($PRIVATE_CONFIG/cli-plugins/docker-sandbox)"
+STANDALONE="$PWD/bin/docker-sandbox"
+
+if [[ -n "${DOCKER_SANDBOX_RUNTIME_BASE:-}" ]]; then
+	log "runtime base: $DOCKER_SANDBOX_RUNTIME_BASE (DOCKER_SANDBOX_RUNTIME_BASE)"
+else
+	log "runtime base: $(docker sandbox config --format '{{.values.runtime_base.value}} ({{.values.runtime_base.source}})' 2>/dev/null || echo 'from the config')"
+fi
+
+# 3. The runtime image.
+if ! docker sandbox images ls --format json | grep -q '"kind":"runtime"'; then
+	log "no runtime image on the engine: docker sandbox images build"
+	docker sandbox images build >&2 || die "docker sandbox images build failed"
+fi
+
+# Leftovers of an earlier run would make a "first" exec a warm one.
+# shellcheck disable=SC2046
+docker sandbox rm "$WARM_SCOPE" $(first_scopes) >/dev/null 2>&1 || true
+
+# 4. The warm scope; its first exec (untimed) also tells the exact runtime image.
+log "creating the scope $WARM_SCOPE"
+out="$(docker sandbox exec -s "$WARM_SCOPE" -c true --format json)" || die "the first exec in $WARM_SCOPE failed: $out"
+IMAGE="$(printf '%s' "$out" | sed -n 's/.*"image":"\([^"]*\)".*/\1/p')"
+[[ -n "$IMAGE" ]] || die "cannot read the image from the exec's JSON: $out"
+WARM_CONTAINER="docker-sandbox-$WARM_SCOPE"
+docker exec -i "$WARM_CONTAINER" true </dev/null || die "docker exec into $WARM_CONTAINER failed"
+log "runtime image: $IMAGE; sandbox container: $WARM_CONTAINER"
+
+# shellcheck disable=SC2054 # the commas belong to the flag values
+RUN_FLAGS=(--user 65532:65532 --read-only --cap-drop ALL --security-opt no-new-privileges
+	--pids-limit 256 --memory 1g --memory-swap 1g --cpus 1
+	--tmpfs /tmp:rw,nosuid,nodev,size=536870912 --ulimit nofile=1024:1024 --ipc private
+	--network none --log-opt max-size=1m)
+
+log "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (the machine may be shared: figures move with its load)"
+
+JSON_ARGS=()
+[[ -z "$JSON_OUT" ]] || JSON_ARGS=(-json "$JSON_OUT")
+
+"$WORK/bench" "${JSON_ARGS[@]}" \
+	-group "warm exec" -n "$N_WARM" -warmup "$WARMUP_WARM" \
+	-anchor "docker exec -i" -cmd "$(q docker exec -i "$WARM_CONTAINER" true)" \
+	-case "warm exec (docker CLI)" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" -c true)" -target 1.15 \
+	-case "warm exec (standalone)" -cmd "$(q "$STANDALONE" exec -s "$WARM_SCOPE" -c true)" -target 1.15 \
+	-group "first exec" -n "$N_FIRST" -warmup "$WARMUP_FIRST" \
+	-anchor "docker run --rm" -cmd "$(q docker run --rm -i --label "$ANCHOR_LABEL=$RUN_ID" "${RUN_FLAGS[@]}" "$IMAGE" true)" \
+	-case "first exec (docker CLI)" -cmd "$(q docker sandbox exec -s "$FIRST_PREFIX{i}" -c true)" \
+	-after "$(q docker sandbox rm "$FIRST_PREFIX{i}")" -target 1.25 \
+	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
+	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
+	-case "version (docker CLI)" -cmd "$(q docker sandbox version)"
+
+log "done in $(($(now) - T0))s (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -84,7 +84,13 @@ if ! GO="$(find_go)"; then
 fi
 PATH="$(dirname "$GO"):$PATH"
 export PATH
-bash scripts/build.sh
+# DOCKER_SANDBOX_INSTALL_BIN: install that already-built binary instead of
+# building (packagers, and the test suite, which must not rebuild the binary
+# the other tests are running).
+PLUGIN_BIN="${DOCKER_SANDBOX_INSTALL_BIN:-bin/docker-sandbox}"
+if [[ -z "${DOCKER_SANDBOX_INSTALL_BIN:-}" ]]; then
+	bash scripts/build.sh
+fi
 
 # 3. Install the plugin atomically: a temporary name in the same folder, then rename.
 mkdir -p "$PLUGIN_DIR" || die "cannot create $PLUGIN_DIR"
@@ -97,7 +103,7 @@ if [[ -n "$REPLACING" ]]; then
 fi
 TMP_PLUGIN="$(mktemp "$PLUGIN_DIR/.docker-sandbox.XXXXXX")" || die "cannot write in $PLUGIN_DIR"
 trap 'rm -f "$TMP_PLUGIN"' EXIT
-cp bin/docker-sandbox "$TMP_PLUGIN"
+cp "$PLUGIN_BIN" "$TMP_PLUGIN"
 chmod 0755 "$TMP_PLUGIN"
 mv -f "$TMP_PLUGIN" "$DEST" || die "cannot move the plugin into $DEST"
 trap - EXIT
