@@ -7,9 +7,9 @@ import (
 
 func TestParseTarget(t *testing.T) {
 	good := map[string]Target{
-		"u1":         {Scope: "u1"},
-		"u1/chatA":   {Scope: "u1", Session: "chatA"},
-		"A_b-9/x_-Y": {Scope: "A_b-9", Session: "x_-Y"},
+		"u1":                    {Scope: "u1"},
+		"u1/chatA":              {Scope: "u1", Session: "chatA"},
+		"A_b-9/x_-Y":            {Scope: "A_b-9", Session: "x_-Y"},
 		strings.Repeat("a", 64): {Scope: strings.Repeat("a", 64)},
 	}
 	for in, want := range good {

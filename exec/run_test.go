@@ -250,7 +250,6 @@ func testSpec() Spec {
 		Nofile: 1024, TmpSize: 512 << 20, IdleTTL: 10 * time.Minute, HelperID: "h", Version: "0.1.0"}
 }
 
-
 func TestRunCreatesThenReuses(t *testing.T) {
 	f := newFake()
 	f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
