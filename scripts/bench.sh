@@ -77,6 +77,7 @@ T0="$(now)"
 RUN_ID="bench-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 WORK=""
 PRIVATE_CONFIG=""
+BENCH_PID=""
 WARM_SCOPE="bench-warm"
 FIRST_PREFIX="bench-first-"
 ANCHOR_LABEL="docker-sandbox-bench.run"
@@ -115,6 +116,10 @@ cleanup() {
 	local rc=$?
 	set +e
 	trap - EXIT INT TERM
+	if [[ -n "$BENCH_PID" ]] && kill -0 "$BENCH_PID" 2>/dev/null; then
+		kill -TERM "$BENCH_PID" 2>/dev/null
+		wait "$BENCH_PID" 2>/dev/null
+	fi
 	if [[ -n "$PRIVATE_CONFIG" && -x "$PRIVATE_CONFIG/cli-plugins/docker-sandbox" ]]; then
 		log "cleaning up (scopes $WARM_SCOPE, $FIRST_PREFIX*; run $RUN_ID)"
 		# shellcheck disable=SC2046 # one name per line
@@ -203,6 +208,8 @@ log "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (the
 JSON_ARGS=()
 [[ -z "$JSON_OUT" ]] || JSON_ARGS=(-json "$JSON_OUT")
 
+# In the background, so that a TERM sent to this script alone (timeout(1))
+# runs the cleanup at once; the cleanup stops the program first.
 "$WORK/bench" "${JSON_ARGS[@]}" \
 	-group "warm exec" -n "$N_WARM" -warmup "$WARMUP_WARM" \
 	-anchor "docker exec -i" -cmd "$(q docker exec -i "$WARM_CONTAINER" true)" \
@@ -214,6 +221,9 @@ JSON_ARGS=()
 	-after "$(q docker sandbox rm "$FIRST_PREFIX{i}")" -target 1.25 \
 	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
-	-case "version (docker CLI)" -cmd "$(q docker sandbox version)"
+	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" &
+BENCH_PID=$!
+wait "$BENCH_PID" || die "the benchmarks failed (exit $?)"
+BENCH_PID=""
 
 log "done in $(($(now) - T0))s (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"

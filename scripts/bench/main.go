@@ -35,13 +35,21 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
+
+// interrupted is set on SIGINT or SIGTERM (which also reach the running
+// command through the process group): the benchmark stops with exit 130 or
+// 143 instead of reporting the killed command as a failure.
+var interrupted atomic.Int32
 
 type command struct {
 	Label  string   `json:"name"`
@@ -96,7 +104,22 @@ type report struct {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		code := int32(130)
+		if sig == syscall.SIGTERM {
+			code = 143
+		}
+		interrupted.Store(code)
+	}()
+	err := run(os.Args[1:])
+	if code := interrupted.Load(); code != 0 {
+		fmt.Fprintln(os.Stderr, "bench: interrupted")
+		os.Exit(int(code))
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
@@ -299,6 +322,9 @@ func runGroup(g *group) error {
 
 // once runs the command (timed) and then its -after command (untimed).
 func (c *command) once() (time.Duration, error) {
+	if interrupted.Load() != 0 {
+		return 0, errors.New("interrupted")
+	}
 	c.runs++
 	argv := subst(c.Argv, c.runs)
 	var stderr bytes.Buffer
