@@ -3,6 +3,8 @@ package exec
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,14 +77,15 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	var res Result
 	name := spec.ContainerName()
 	deadline := time.Now().Add(maxCreateWait)
+	token := newToken()
 	backoff := 20 * time.Millisecond
 	for {
 		t0 := time.Now()
-		execID, err := m.execCreate(ctx, name, spec, req)
+		execID, err := m.execCreate(ctx, name, spec, req, token)
 		debugf("exec create %v", time.Since(t0))
 		if err == nil {
 			t1 := time.Now()
-			st, err := m.attach(ctx, execID, req)
+			st, err := m.attach(ctx, name, execID, token, req)
 			debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
 			res.Status = st
 			res.Duration = time.Since(start)
@@ -145,8 +148,9 @@ func shortID(id string) string {
 }
 
 // HelperCommand is the exec command line of `sandbox-helper run`.
-func HelperCommand(spec Spec, req Request) []string {
+func HelperCommand(spec Spec, req Request, token string) []string {
 	cmd := []string{HelperPath, "run",
+		"--token", token,
 		"--timeout", req.Timeout.String(),
 		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
 		"--workdir", req.Workdir,
@@ -160,7 +164,7 @@ func HelperCommand(spec Spec, req Request) []string {
 	return append(cmd, req.Args...)
 }
 
-func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request) (string, error) {
+func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request, token string) (string, error) {
 	resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
 		User:         SandboxUser,
 		AttachStdin:  true,
@@ -168,7 +172,7 @@ func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Re
 		AttachStderr: true,
 		Env:          req.Env,
 		WorkingDir:   WorkspaceDir,
-		Cmd:          HelperCommand(spec, req),
+		Cmd:          HelperCommand(spec, req, token),
 	})
 	if err != nil {
 		return "", err
@@ -178,7 +182,7 @@ func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Re
 
 // attach starts the exec, feeds it code and stdin, and decodes the helper's
 // frames until its status arrives.
-func (m *Manager) attach(ctx context.Context, execID string, req Request) (wire.RunStatus, error) {
+func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req Request) (wire.RunStatus, error) {
 	var st wire.RunStatus
 	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
@@ -186,10 +190,18 @@ func (m *Manager) attach(ctx context.Context, execID string, req Request) (wire.
 	}
 	defer hj.Close()
 
+	// Interrupted (Ctrl-C): closing the stream does not end an exec, so
+	// ask the helper to stop the program, give it a moment to report, then
+	// stop waiting.
+	stop := context.AfterFunc(ctx, func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		m.signalRun(bg, ctrName, token)
+		time.AfterFunc(2*time.Second, func() { hj.Conn.Close() })
+	})
+	defer stop()
 	// Backstop: the helper enforces the timeout; if it (or the engine) does
 	// not end the stream in time, stop waiting.
-	stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
-	defer stop()
 	backstop := time.AfterFunc(req.Timeout+15*time.Second, func() { hj.Conn.Close() })
 	defer backstop.Stop()
 
@@ -443,4 +455,29 @@ func debugf(format string, args ...any) {
 	if debugTiming {
 		fmt.Fprintf(os.Stderr, "[timing +%v] "+format+"\n", append([]any{time.Since(processStart).Round(100 * time.Microsecond)}, args...)...)
 	}
+}
+
+func newToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// signalRun asks the helper in the container to stop the run carrying token
+// (its program's whole process group). Best effort: the program ends at its
+// timeout anyway.
+func (m *Manager) signalRun(ctx context.Context, ctrName, token string) {
+	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
+		User: SandboxUser, AttachStdout: true, AttachStderr: true,
+		Cmd: []string{HelperPath, "signal", "--token", token},
+	})
+	if err != nil {
+		return
+	}
+	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return
+	}
+	defer hj.Close()
+	_, _ = io.Copy(io.Discard, hj.Reader)
 }

@@ -266,10 +266,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			runErr = rmErr
 		}
 	}
+	if ctx.Err() != nil {
+		// Ctrl-C: the helper was told to stop the program.
+		return &sbexec.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
+	}
 	if runErr != nil {
-		if ctx.Err() != nil && context.Cause(ctx) != nil {
-			return &sbexec.Error{Code: "interrupted", Message: "interrupted", Exit: 130}
-		}
 		return runErr
 	}
 	st := res.Status

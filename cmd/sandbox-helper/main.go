@@ -54,6 +54,8 @@ func realMain(args []string) int {
 		return runInit(args[1:])
 	case "run":
 		return runRun(args[1:])
+	case "signal":
+		return runSignal(args[1:])
 	case "version", "--version", "-version":
 		fmt.Fprintln(os.Stdout, version)
 		return 0
@@ -61,7 +63,7 @@ func realMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run or version)\n", args[0])
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal or version)\n", args[0])
 		return 2
 	}
 }
@@ -70,6 +72,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   sandbox-helper init --idle-ttl DURATION [--spec HASH]
   sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] -- [ARGS...]
+  sandbox-helper signal --token TOKEN
   sandbox-helper version
 `)
 }

@@ -48,6 +48,7 @@ func parseRunFlags(args []string) (runOptions, error) {
 	fs.Int64Var(&o.maxOutput, "max-output", 0, "cap on each of stdout and stderr, in bytes (required)")
 	fs.StringVar(&o.workdir, "workdir", "", "absolute working directory, created if missing")
 	fs.StringVar(&o.spec, "spec", "", "expected sandbox spec hash (compared with PID 1's --spec)")
+	fs.String("token", "", "names this run for `sandbox-helper signal --token` (only carried in argv)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -189,7 +190,8 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	return supervise(opts, argv, out)
 }
 
-var errBadCode = errors.New("bad code")
+// errBadCode marks a malformed request on stdin (a bad header, short code).
+var errBadCode = errors.New("reading the code from stdin")
 
 // receiveCode reads the code header and the code from r (unbuffered: the rest
 // of r is the program's stdin) and writes the code to a new private directory

@@ -491,6 +491,10 @@ func TestParseRunFlags(t *testing.T) {
 		o.workdir != "/opt/workspace" || o.spec != "h" || o.noCode || strings.Join(o.args, "|") != "--timeout|x" {
 		t.Errorf("parsed %+v", o)
 	}
+	o, err = parseRunFlags([]string{"--interp", "node", "--code-ext", "mjs", "--timeout", "1s", "--max-output", "1"})
+	if err != nil || o.codeExt != ".mjs" || len(o.args) != 0 {
+		t.Errorf("--code-ext without a dot: %+v, %v", o, err)
+	}
 	o, err = parseRunFlags([]string{"--interp", "sh", "--no-code", "--timeout", "1s", "--max-output", "1", "-c", "x"})
 	if err == nil {
 		t.Errorf("an unknown flag before -- was accepted: %+v", o)
