@@ -74,30 +74,47 @@ const maxCreateWait = 60 * time.Second
 // when it does not exist.
 func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
 	start := time.Now()
-	var res Result
-	name := spec.ContainerName()
-	deadline := time.Now().Add(maxCreateWait)
 	token := newToken()
-	backoff := 20 * time.Millisecond
-	for {
+	var st wire.RunStatus
+	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
 		execID, err := m.execCreate(ctx, name, spec, req, token)
 		debugf("exec create %v", time.Since(t0))
-		if err == nil {
-			t1 := time.Now()
-			st, err := m.attach(ctx, name, execID, token, req)
-			debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
-			res.Status = st
-			res.Duration = time.Since(start)
-			if err != nil {
-				return res, err
-			}
-			if st.ErrorCode == wire.ErrSpecMismatch {
-				return res, Errorf(CodeSandboxMismatch,
-					"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
-					spec.Target, spec.Describe(), spec.Target)
-			}
-			return res, nil
+		if err != nil {
+			return false, err
+		}
+		t1 := time.Now()
+		st, err = m.attach(ctx, name, execID, token, req)
+		debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
+		return true, err
+	})
+	res.Status = st
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	if st.ErrorCode == wire.ErrSpecMismatch {
+		return res, Errorf(CodeSandboxMismatch,
+			"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
+			spec.Target, spec.Describe(), spec.Target)
+	}
+	return res, nil
+}
+
+// withContainer calls try with the sandbox's container name until try
+// reports that it reached the container (started=true, or an error that is
+// not about the container's existence), creating the sandbox when it does
+// not exist and starting it when it is not running. An error from try after
+// it started is returned as is.
+func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name string) (started bool, err error)) (Result, error) {
+	var res Result
+	name := spec.ContainerName()
+	deadline := time.Now().Add(maxCreateWait)
+	backoff := 20 * time.Millisecond
+	for {
+		started, err := try(name)
+		if started || err == nil {
+			return res, err
 		}
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -105,7 +122,7 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		switch {
 		case isNotFound(err):
 			// No container: create it (or learn that another call did).
-			id, fresh, cerr := m.create(ctx, &spec)
+			id, fresh, cerr := m.create(ctx, spec)
 			res.FreshVolumes = append(res.FreshVolumes, fresh...)
 			if cerr != nil {
 				return res, cerr
@@ -117,11 +134,8 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		case isNotRunning(err):
 			// Created but not started yet, or expiring: start it, or wait
 			// until the engine has removed it and create a new one.
-			if serr := m.Engine.ContainerStart(ctx, name, container.StartOptions{}); serr != nil && !isNotFound(serr) && !isConflict(serr) && !isNotRunning(serr) {
-				if IsUnreachable(serr) {
-					return res, EngineError(serr, "")
-				}
-				// Starting a container that is being removed fails; retry.
+			if serr := m.Engine.ContainerStart(ctx, name, container.StartOptions{}); serr != nil && IsUnreachable(serr) {
+				return res, EngineError(serr, "")
 			}
 		default:
 			return res, EngineError(err, "cannot run in sandbox "+spec.Target.String())
@@ -138,6 +152,64 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 			backoff *= 2
 		}
 	}
+}
+
+// RawRequest runs the helper itself with Args, with raw standard streams
+// (no framing): file operations and other helper commands.
+type RawRequest struct {
+	Args   []string // after the helper's path, e.g. {"fs", "ls", "/opt/workspace"}
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Env    []string
+}
+
+// HelperExec runs the helper in the target's sandbox (creating or starting
+// it as Run does) and returns the helper's exit code.
+func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int, Result, error) {
+	exitCode := -1
+	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
+		resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
+			User: SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
+			Env: rr.Env, WorkingDir: WorkspaceDir, Cmd: append([]string{HelperPath}, rr.Args...),
+		})
+		if err != nil {
+			return false, err
+		}
+		hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+		if err != nil {
+			return true, EngineError(err, "cannot start the helper in the sandbox")
+		}
+		defer hj.Close()
+		stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
+		defer stop()
+		if rr.Stdin != nil {
+			go func() {
+				_, _ = io.Copy(hj.Conn, rr.Stdin)
+				_ = hj.CloseWrite()
+			}()
+		}
+		stdout, stderr := rr.Stdout, rr.Stderr
+		if stdout == nil {
+			stdout = io.Discard
+		}
+		if stderr == nil {
+			stderr = io.Discard
+		}
+		if _, err := stdcopy.StdCopy(stdout, stderr, hj.Reader); err != nil {
+			if ctx.Err() != nil {
+				return true, ctx.Err()
+			}
+			return true, Wrap(CodeSandboxGone, err, "lost the helper's stream")
+		}
+		ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
+		if err != nil {
+			return true, EngineError(err, "cannot read the helper's exit code")
+		}
+		exitCode = ins.ExitCode
+		return true, nil
+	})
+	return exitCode, res, err
 }
 
 func shortID(id string) string {
