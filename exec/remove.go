@@ -67,6 +67,9 @@ func (m *Manager) Remove(ctx context.Context, t Target) (bool, error) {
 	return found, nil
 }
 
+// WaitGone waits (bounded) until the target's container is gone.
+func (m *Manager) WaitGone(ctx context.Context, t Target) { waitGone(ctx, m.Engine, t.ContainerName()) }
+
 func waitGone(ctx context.Context, e Engine, name string) {
 	for i := 0; i < 100; i++ {
 		if _, err := e.ContainerInspect(ctx, name); isNotFound(err) || ctx.Err() != nil {

@@ -311,7 +311,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 				msg = "the stream ended without the helper's status"
 			}
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return st, Errorf(CodeSandboxGone, "the sandbox stopped while the program ran (was its container killed or removed?): %s", msg)
+				return st, Errorf(CodeSandboxGone, "the program's run ended without a status: its container was killed or removed, or sandboxed code killed the helper (%s)", msg)
 			}
 			return st, Wrap(CodeSandboxGone, err, "lost the program's output stream (%s)", msg)
 		}

@@ -102,6 +102,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		SecurityOpt:    []string{"no-new-privileges"},
 		Privileged:     false,
 		IpcMode:        container.IpcMode("private"),
+		CgroupnsMode:   container.CgroupnsModePrivate,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		AutoRemove:     true,
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},

@@ -151,7 +151,7 @@ func TestScopesSessionIsolation(t *testing.T) {
 			t.Errorf("scope %s has %d sandbox containers, want 3 (A, B, none)", s, n)
 		}
 		want := map[string]bool{
-			"docker-sandbox-" + s + ".user":  true,
+			"docker-sandbox-" + s + ".user": true,
 			"docker-sandbox-" + s + ".A.ws": true,
 			"docker-sandbox-" + s + ".B.ws": true,
 		}
@@ -357,5 +357,18 @@ func TestScopesRm(t *testing.T) {
 			}
 		}
 		wantStdout(t, sb(t, "exec", "-s", s, "-c", "cat /opt/user/long.txt"), "long\n")
+	})
+	t.Run("an existing sandbox is not wiped by a one-shot call", func(t *testing.T) {
+		s := newScope(t)
+		wantStdout(t, sb(t, "exec", "-s", s, "-c", "echo mine > /opt/workspace/mine.txt && echo ok"), "ok\n")
+		r := sb(t, "exec", "--rm", "-s", s, "-c", "cat /opt/workspace/mine.txt")
+		wantStdout(t, r, "mine\n")
+		if !strings.Contains(r.Stderr, "existed before") {
+			t.Errorf("--rm on an existing sandbox should say it stays: %q", r.Stderr)
+		}
+		if c, v := objects(t, s); c != 1 || v != 1 {
+			t.Fatalf("--rm on an existing sandbox removed it: %d containers, %d volumes left", c, v)
+		}
+		wantStdout(t, sb(t, "exec", "-s", s, "-c", "cat /opt/workspace/mine.txt"), "mine\n")
 	})
 }

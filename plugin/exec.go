@@ -256,10 +256,20 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	res, runErr := m.Run(ctx, spec, req)
 	sbexec.Debugf("after run")
 	if o.rm {
+		// One-shot: remove what this call created. A sandbox that existed
+		// before (with its data, maybe running other execs) stays.
 		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-		_, rmErr := m.Remove(bg, target)
+		var rmErr error
+		if res.Created {
+			_, rmErr = m.Stop(bg, target)
+			m.WaitGone(bg, target)
+		} else if runErr == nil {
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
+		}
 		for _, v := range res.FreshVolumes {
-			_ = dockerCli.Client().VolumeRemove(bg, v, true)
+			if err := dockerCli.Client().VolumeRemove(bg, v, true); err != nil && rmErr == nil {
+				rmErr = sbexec.EngineError(err, "--rm: cannot remove volume "+v)
+			}
 		}
 		done()
 		if runErr == nil && rmErr != nil {

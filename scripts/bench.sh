@@ -223,7 +223,12 @@ JSON_ARGS=()
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
 	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" &
 BENCH_PID=$!
-wait "$BENCH_PID" || die "the benchmarks failed (exit $?)"
+rc=0
+wait "$BENCH_PID" || rc=$?
+if ((rc == 130 || rc == 143)); then
+	exit "$rc"
+fi
+((rc == 0)) || die "the benchmarks failed (exit $rc)"
 BENCH_PID=""
 
 log "done in $(($(now) - T0))s (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"

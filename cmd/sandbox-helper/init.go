@@ -35,6 +35,7 @@ func runInit(args []string) int {
 		}
 		return 2
 	}
+	reserveThreads(6)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "sandbox-helper init: unexpected argument %q\n", fs.Arg(0))
 		return 2

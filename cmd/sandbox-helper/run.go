@@ -118,6 +118,7 @@ func specMismatch(cmdline []byte, want string) (have string, mismatch bool) {
 // runRun is `sandbox-helper run`. It writes exactly one Status frame and
 // returns its exit code.
 func runRun(args []string) int {
+	reserveThreads(8)
 	out := newOutput(os.Stdout)
 	st := doRun(args, out)
 	out.status(st)
