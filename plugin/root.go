@@ -64,6 +64,13 @@ your Docker context points at.`,
 		newImagesCommand(dockerCli),
 		newStopCommand(dockerCli),
 		newRmCommand(dockerCli),
+		newCpCommand(dockerCli),
+		newFilesCommand(dockerCli),
+		newLsCommand(dockerCli),
+		newInspectCommand(dockerCli),
+		newPruneCommand(dockerCli),
+		newShellCommand(dockerCli),
+		newEgressCommand(dockerCli),
 	)
 	return cmd
 }

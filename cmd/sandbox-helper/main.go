@@ -56,6 +56,12 @@ func realMain(args []string) int {
 		return runRun(args[1:])
 	case "signal":
 		return runSignal(args[1:])
+	case "fs":
+		return runFS(args[1:])
+	case "status":
+		return runStatus(args[1:])
+	case "proxy":
+		return runProxy(args[1:])
 	case "version", "--version", "-version":
 		fmt.Fprintln(os.Stdout, version)
 		return 0
@@ -63,7 +69,7 @@ func realMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal or version)\n", args[0])
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, proxy or version)\n", args[0])
 		return 2
 	}
 }

@@ -1,0 +1,20 @@
+package plugin
+
+import (
+	"github.com/docker/cli/cli/command"
+	"github.com/spf13/cobra"
+
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+)
+
+// newLsCommand is a placeholder until its issue lands: hidden, and it says so.
+func newLsCommand(dockerCli command.Cli) *cobra.Command {
+	return &cobra.Command{
+		Use:    "ls",
+		Short:  "List sandboxes (not implemented yet)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fail(dockerCli.Out(), "", sbexec.Errorf(sbexec.CodeNotImplemented, "docker sandbox ls is not implemented in this version"))
+		},
+	}
+}
