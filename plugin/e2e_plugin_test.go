@@ -122,7 +122,9 @@ func tcpForward(t *testing.T) string {
 	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
 		sock = strings.TrimPrefix(h, "unix://")
 	}
-	cmd := osexec.Command("socat", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork", port), "UNIX-CONNECT:"+sock)
+	// -t: after one side half-closes (the exec stdin EOF), keep the other
+	// direction open long enough for the answer (socat closes after 0.5 s).
+	cmd := osexec.Command("socat", "-t", "120", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,reuseaddr,fork", port), "UNIX-CONNECT:"+sock)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
