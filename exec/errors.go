@@ -27,6 +27,20 @@ const (
 	CodeEngineError        = "engine_error"
 	CodeInternal           = "internal"
 	CodeNotImplemented     = "not_implemented"
+	// Files and copies (docker sandbox cp, files); the helper's fs server
+	// reports the same strings (files/fsproto).
+	CodePathEscape       = "path_escape"
+	CodeTooLarge         = "too_large"
+	CodeIsDirectory      = "is_directory"
+	CodeNotDirectory     = "not_directory"
+	CodeBadArchive       = "bad_archive"
+	CodePermissionDenied = "permission_denied"
+	CodeUnsupportedFile  = "unsupported_file_type"
+	CodeIOError          = "io_error"
+	// Egress (the sidecar proxy).
+	CodeEgressNotRunning  = "egress_not_running"
+	CodeEgressMismatch    = "egress_mismatch"
+	CodeEgressUnavailable = "egress_unavailable"
 )
 
 // Error is an error with a stable code and the exit status the CLI uses.

@@ -38,6 +38,9 @@ type Manager struct {
 	Images Images
 	// Version is the plugin's version (labels, spec hash).
 	Version string
+	// MaxSandboxes is the limit of live sandboxes on the engine (config
+	// max_sandboxes); 0 means DefaultMaxSandboxes.
+	MaxSandboxes int
 }
 
 // Request is one program to run.
@@ -86,6 +89,9 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		t1 := time.Now()
 		st, err = m.attach(ctx, name, execID, token, req)
 		debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
+		if execNotStarted(err) {
+			return false, errNotRunningYet // paused by a stop/rm, or going: the program did not run
+		}
 		return true, err
 	})
 	res.Status = st
@@ -177,6 +183,9 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 			return false, err
 		}
 		hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+		if execNotStarted(err) {
+			return false, errNotRunningYet // paused by a stop/rm, or going: nothing ran
+		}
 		if err != nil {
 			return true, EngineError(err, "cannot start the helper in the sandbox")
 		}
@@ -374,6 +383,9 @@ func (m *Manager) create(ctx context.Context, spec *Spec) (id string, fresh []st
 }
 
 func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]string) (string, error) {
+	if err := m.checkLimit(ctx); err != nil {
+		return "", err
+	}
 	if spec.Runtime != "" {
 		info, err := m.Engine.Info(ctx)
 		if err != nil {

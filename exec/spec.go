@@ -29,8 +29,18 @@ const (
 type Spec struct {
 	Target
 	Image   string // runtime image reference
-	Network string // "none" until the egress proxy lands
-	Memory  int64  // bytes; swap is set equal
+	Network string // "none", "proxy" or a Docker network's name
+	// NetworkAttach is the Docker network a proxy-mode container joins (its
+	// scope's internal network); "" means Network itself. Not in Hash.
+	NetworkAttach string
+	// DNS are the container's resolvers (proxy mode: an address nothing
+	// answers on, so that no name resolves inside). Not in Hash.
+	DNS        []string
+	DNSOptions []string
+	// Env is added to the container's environment at create (proxy mode:
+	// HTTP_PROXY and friends). Not in Hash.
+	Env     []string
+	Memory  int64 // bytes; swap is set equal
 	CPUs    float64
 	Pids    int64
 	Nofile  int64
@@ -86,7 +96,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		WorkingDir: WorkspaceDir,
 		Entrypoint: []string{HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--spec", s.Hash()},
 		Cmd:        nil,
-		Env:        []string{"HOME=" + UserDir, "TMPDIR=/tmp"},
+		Env:        append([]string{"HOME=" + UserDir, "TMPDIR=/tmp"}, s.Env...),
 		Labels:     s.labels(),
 		// No stdin, no TTY: the container is only a home for execs.
 		AttachStdin: false, OpenStdin: false, Tty: false,
@@ -95,8 +105,14 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 	stopTimeout := 2
 	cfg.StopTimeout = &stopTimeout
 	pids := s.Pids
+	netMode := s.Network
+	if s.NetworkAttach != "" {
+		netMode = s.NetworkAttach
+	}
 	hc := &container.HostConfig{
-		NetworkMode:    container.NetworkMode(s.Network),
+		NetworkMode:    container.NetworkMode(netMode),
+		DNS:            s.DNS,
+		DNSOptions:     s.DNSOptions,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},

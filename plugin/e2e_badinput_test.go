@@ -157,8 +157,8 @@ func TestBadInput(t *testing.T) {
 			codes: []string{"bad_flag"}, words: []string{"--pids"}},
 		{name: "runtime missing", args: []string{"-s", "{scope}", "--runtime", "nonexistent-runtime", "-c", "true"},
 			codes: []string{"runtime_unavailable"}, words: append([]string{"nonexistent-runtime"}, runtimes...)},
-		{name: "network proxy", args: []string{"-s", "{scope}", "--network", "proxy", "-c", "true"},
-			codes: []string{"bad_flag", "not_implemented"}, words: []string{"--network", "proxy"}},
+		{name: "network host", args: []string{"-s", "{scope}", "--network", "host", "-c", "true"},
+			codes: []string{"bad_flag"}, words: []string{"--network", "host"}},
 		{name: "unknown flag", args: []string{"-s", "{scope}", "--bogus", "-c", "true"},
 			codes: []string{"bad_flag"}, words: []string{"unknown flag", "--bogus"}},
 	}

@@ -36,6 +36,8 @@ type execOptions struct {
 	image     string
 	network   string
 	allow     []string
+	allowPort []string
+	allowCIDR []string
 	memory    string
 	cpus      string
 	pids      string
@@ -72,8 +74,10 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
 	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
 	f.StringVar(&o.image, "image", "", "Image to run in (default: the built-in runtime image)")
-	f.StringVar(&o.network, "network", "", "Network: none (default). proxy and named networks come with the egress proxy")
-	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST (implies --network proxy; not available yet)")
+	f.StringVar(&o.network, "network", "", "Network: none (default), proxy (only through the egress proxy, under the scope's allowlist), or a Docker network's name")
+	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST: pypi.org, *.example.com, * (implies --network proxy; repeatable)")
+	f.StringSliceVar(&o.allowPort, "allow-port", nil, "Allowed destination port (default 80 and 443; implies --network proxy; repeatable)")
+	f.StringSliceVar(&o.allowCIDR, "allow-cidr", nil, "Allowed address range, private ones included (implies --network proxy; repeatable)")
 	f.StringVarP(&o.memory, "memory", "m", "", "Memory limit, swap included (default 1g)")
 	f.StringVar(&o.cpus, "cpus", "", "Number of CPUs (default 1)")
 	f.StringVar(&o.pids, "pids", "", "Process limit (default 256)")
@@ -135,8 +139,9 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}); err != nil {
 		return err
 	}
-	if len(o.allow) > 0 || (c.Network != "none") {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "--network %s / --allow: only --network none is available in this version (the egress proxy is not part of it yet)", c.Network)
+	egPlan, err := egPlanExec(cmd, c, o.allow, o.allowPort, o.allowCIDR)
+	if err != nil {
+		return err
 	}
 	scope := c.DefaultScope
 	if cmd.Flags().Changed("scope") {
@@ -251,7 +256,10 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version}
+	if err := egPlan.apply(ctx, dockerCli, c, &spec); err != nil {
+		return err
+	}
+	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version, MaxSandboxes: c.MaxSandboxes}
 	sbexec.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
 	sbexec.Debugf("after run")

@@ -1,20 +1,190 @@
 package plugin
 
 import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/files"
+	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
 
-// newFilesCommand is a placeholder until its issue lands: hidden, and it says so.
+// filesOptions are the flags every files subcommand takes.
+type filesOptions struct {
+	scope     string
+	session   string
+	format    string
+	recursive bool
+	force     bool
+	mode      string
+}
+
 func newFilesCommand(dockerCli command.Cli) *cobra.Command {
-	return &cobra.Command{
-		Use:    "files",
-		Short:  "List, read, write and delete single paths in a sandbox (not implemented yet)",
-		Hidden: true,
+	cmd := &cobra.Command{
+		Use:   "files COMMAND",
+		Short: "List, read, write and delete single paths in a sandbox",
+		Long: `List, read, write and delete single paths in a sandbox. PATH is
+SCOPE[/SESSION]:PATH, or a path in the default scope (or --scope/--session):
+a relative PATH is under /opt/workspace, an absolute one must lie under
+/opt/workspace or /opt/user. A symbolic link that leads outside them, at any
+depth of the path, is refused (path_escape).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), "", sbexec.Errorf(sbexec.CodeNotImplemented, "docker sandbox files is not implemented in this version"))
+			if len(args) > 0 {
+				return usageError(cmd, "unknown command %q for %q (want ls, cat, put or rm)", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
 		},
 	}
+	cmd.SetFlagErrorFunc(flagError)
+	cmd.AddCommand(
+		newFilesSub(dockerCli, "ls [-r] PATH", "List a folder (or show a file)", runFilesLs),
+		newFilesSub(dockerCli, "cat PATH", "Write a file to standard output", runFilesCat),
+		newFilesSub(dockerCli, "put PATH", "Write standard input to a file, atomically (parent folders are created)", runFilesPut),
+		newFilesSub(dockerCli, "rm [-r] [-f] PATH", "Delete a file, a symbolic link, or with -r a folder", runFilesRm),
+	)
+	return cmd
+}
+
+type filesRun func(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error
+
+func newFilesSub(dockerCli command.Cli, use, short string, run filesRun) *cobra.Command {
+	var o filesOptions
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError(cmd, "%q requires exactly 1 argument: PATH", cmd.CommandPath())
+			}
+			return fail(dockerCli.Out(), o.format, runFiles(cmd, dockerCli, args[0], &o, run))
+		},
+	}
+	cmd.SetFlagErrorFunc(flagError)
+	f := cmd.Flags()
+	f.StringVarP(&o.scope, "scope", "s", "", "Scope (default \"default\" or config default_scope); PATH is then a path, even with a \":\"")
+	f.StringVar(&o.session, "session", "", "Session under the scope")
+	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	switch cmd.Name() {
+	case "ls":
+		f.BoolVarP(&o.recursive, "recursive", "r", false, "List everything below the folder")
+	case "rm":
+		f.BoolVarP(&o.recursive, "recursive", "r", false, "Delete a folder and everything in it")
+		f.BoolVarP(&o.force, "force", "f", false, "A missing path is not an error")
+	case "put":
+		f.StringVar(&o.mode, "mode", "", "Permission bits of the file, octal (default: an existing file's, else 0644)")
+	}
+	return cmd
+}
+
+func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOptions, run filesRun) error {
+	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	scope := c.DefaultScope
+	if cmd.Flags().Changed("scope") {
+		scope = o.scope
+	}
+	explicit := cmd.Flags().Changed("scope") || cmd.Flags().Changed("session")
+	loc, err := files.ParseFilesLocation(arg, sbexec.Target{Scope: scope, Session: o.session}, explicit)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := interruptible(cmd.Context())
+	defer cancel()
+	return run(ctx, dockerCli, copier(dockerCli, c, tarsafe.Limits{}, false), loc, o)
+}
+
+// filesLsJSON is the --format json schema of files ls.
+type filesLsJSON struct {
+	Path    string          `json:"path"`
+	Entries []fsproto.Entry `json:"entries"`
+}
+
+func runFilesLs(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
+	out := dockerCli.Out()
+	if o.format != "" {
+		res := filesLsJSON{Path: loc.Path, Entries: []fsproto.Entry{}}
+		if err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
+			res.Entries = append(res.Entries, e)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return writeFormatted(out, o.format, res, nil)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tSIZE\tMODIFIED\tNAME")
+	err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
+		name := e.Name
+		switch e.Type {
+		case fsproto.TypeDir:
+			name += "/"
+		case fsproto.TypeSymlink:
+			name += " -> " + e.LinkTarget
+		}
+		size := units.BytesSize(float64(e.Size))
+		if e.Type == fsproto.TypeDir {
+			size = "-"
+		}
+		_, err := fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\n", typeLetter(e.Type), e.Mode, size, e.ModTime.Local().Format(time.DateTime), name)
+		return err
+	})
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func typeLetter(t string) string {
+	switch t {
+	case fsproto.TypeDir:
+		return "d"
+	case fsproto.TypeSymlink:
+		return "l"
+	case fsproto.TypeFile:
+		return "-"
+	case fsproto.TypeFIFO:
+		return "p"
+	case fsproto.TypeSocket:
+		return "s"
+	case fsproto.TypeCharDevice:
+		return "c"
+	case fsproto.TypeBlockDevice:
+		return "b"
+	}
+	return "?"
+}
+
+func runFilesCat(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
+	return cp.Cat(ctx, loc, dockerCli.Out())
+}
+
+func runFilesPut(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
+	res, err := cp.Put(ctx, loc, dockerCli.In(), o.mode)
+	if err != nil {
+		return err
+	}
+	if o.format == "" {
+		return nil
+	}
+	return writeFormatted(dockerCli.Out(), o.format, res, nil)
+}
+
+func runFilesRm(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
+	res, err := cp.Remove(ctx, loc, o.recursive, o.force)
+	if err != nil {
+		return err
+	}
+	if o.format == "" {
+		return nil
+	}
+	return writeFormatted(dockerCli.Out(), o.format, res, nil)
 }

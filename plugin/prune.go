@@ -1,20 +1,156 @@
 package plugin
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
-// newPruneCommand is a placeholder until its issue lands: hidden, and it says so.
+type pruneOptions struct {
+	force     bool
+	dryRun    bool
+	olderThan string
+	filters   []string
+	format    string
+}
+
+// pruneGraceEnv overrides the minimum age of the objects prune removes (a
+// duration; default pruneGrace). Test suites set it to 0s.
+const pruneGraceEnv = "DOCKER_SANDBOX_PRUNE_GRACE"
+
+// pruneGrace spares objects that may belong to a call in progress.
+const pruneGrace = time.Minute
+
 func newPruneCommand(dockerCli command.Cli) *cobra.Command {
-	return &cobra.Command{
-		Use:    "prune",
-		Short:  "Remove idle sandboxes and orphaned objects (not implemented yet)",
-		Hidden: true,
+	var o pruneOptions
+	cmd := &cobra.Command{
+		Use:   "prune [OPTIONS]",
+		Short: "Remove expired sandbox containers, old data, and orphaned networks and sidecars",
+		Long: `Remove what the plugin made that nobody needs any more: sandbox containers that
+stopped but were not removed, seeder and probe containers left by interrupted
+calls, sidecars no sandbox uses, networks that lost their sandbox, helper volumes
+of other plugin versions; with --older-than also the data of sandboxes whose
+container is gone and whose data was last written longer ago. It never touches
+an object without the label com.docker.sandbox.managed=true, nor one younger than
+a minute.`,
+		Example: `  docker sandbox prune --dry-run
+  docker sandbox prune -f --older-than 168h
+  docker sandbox prune -f --format json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), "", sbexec.Errorf(sbexec.CodeNotImplemented, "docker sandbox prune is not implemented in this version"))
+			return fail(dockerCli.Out(), o.format, runPrune(cmd.Context(), dockerCli, cmd, o))
 		},
 	}
+	cmd.SetFlagErrorFunc(flagError)
+	f := cmd.Flags()
+	f.BoolVarP(&o.force, "force", "f", false, "Do not prompt for confirmation")
+	f.BoolVar(&o.dryRun, "dry-run", false, "Only list what would be removed")
+	f.StringVar(&o.olderThan, "older-than", "", "Also remove the data of sandboxes without a container, last written longer ago than this (e.g. 168h)")
+	f.StringArrayVar(&o.filters, "filter", nil, "Only objects with this label: label=KEY[=VALUE]")
+	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	return cmd
+}
+
+func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o pruneOptions) error {
+	po := sbexec.PruneOptions{DryRun: o.dryRun, Grace: pruneGrace}
+	if cmd.Flags().Changed("older-than") {
+		d, err := time.ParseDuration(o.olderThan)
+		if err != nil || d < 0 {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --older-than %q: want a duration such as 24h or 90m", o.olderThan)
+		}
+		po.OlderThan, po.DataAge = d, true
+	}
+	for _, f := range o.filters {
+		v, ok := strings.CutPrefix(f, "label=")
+		if !ok || v == "" {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --filter %q: prune takes label=KEY or label=KEY=VALUE", f)
+		}
+		po.Labels = append(po.Labels, v)
+	}
+	if g, ok := os.LookupEnv(pruneGraceEnv); ok && g != "" {
+		d, err := time.ParseDuration(g)
+		if err != nil || d < 0 {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid %s %q: want a duration", pruneGraceEnv, g)
+		}
+		po.Grace = d
+	}
+	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	b := builder(dockerCli, c)
+	for _, a := range images.Arches {
+		po.KeepVolumes = append(po.KeepVolumes, b.HelperVolume(a))
+	}
+	if !o.force && !o.dryRun {
+		msg := "WARNING! This will remove:\n" +
+			"  - sandbox containers that stopped but were not removed\n" +
+			"  - seeder and probe containers left by interrupted calls\n" +
+			"  - sidecars no sandbox uses, and networks that lost their sandbox\n" +
+			"  - helper volumes of other plugin versions that no container uses\n"
+		if po.DataAge {
+			msg += fmt.Sprintf("  - the data of sandboxes without a container, last written more than %s ago\n", po.OlderThan)
+		}
+		fmt.Fprint(dockerCli.Err(), msg+"Are you sure you want to continue? [y/N] ")
+		line, _ := bufio.NewReader(dockerCli.In()).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "prune cancelled (use -f to skip the prompt)")
+		}
+	}
+	m := manager(dockerCli, c)
+	rep, err := m.Prune(ctx, po)
+	if err != nil {
+		return err
+	}
+	out := dockerCli.Out()
+	var failed []string
+	for _, it := range rep.Objects {
+		if it.Error != "" {
+			failed = append(failed, fmt.Sprintf("%s %s: %s", it.Type, it.Name, it.Error))
+		}
+	}
+	if err := writeFormatted(out, o.format, rep, func() error {
+		verb := "Removed"
+		if rep.DryRun {
+			verb = "Would remove"
+		}
+		if len(rep.Objects) == 0 {
+			fmt.Fprintln(out, "Nothing to remove")
+		} else {
+			tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "TYPE\tNAME\tREASON")
+			for _, it := range rep.Objects {
+				if it.Error == "" {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", it.Type, it.Name, it.Reason)
+				}
+			}
+			_ = tw.Flush()
+			fmt.Fprintf(out, "%s %d object(s)\n", verb, len(rep.Objects)-len(failed))
+		}
+		for _, k := range rep.Kept {
+			if rep.DryRun || strings.Contains(k.Reason, "unknown") {
+				fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s %s %s\n", k.Type, k.Name, k.Reason)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		// The report (with each object's error) is on stdout already.
+		fmt.Fprintf(dockerCli.Err(), "docker sandbox: prune could not remove %d object(s): %s\n", len(failed), strings.Join(failed, "; "))
+		return cli.StatusError{StatusCode: 125}
+	}
+	return nil
 }

@@ -1,40 +1,28 @@
 package plugin
 
 import (
-	"context"
-
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
-
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
-type rmOptions struct {
-	format string
-}
-
 func newRmCommand(dockerCli command.Cli) *cobra.Command {
-	var o rmOptions
+	var o removalOptions
 	cmd := &cobra.Command{
-		Use:     "rm SCOPE[/SESSION]...",
+		Use:     "rm [OPTIONS] SCOPE[/SESSION]...",
 		Aliases: []string{"remove"},
 		Short:   "Remove sandboxes and their data (a scope: every session and the long-term volume)",
+		Long: `Remove sandboxes: their containers and their data. SCOPE removes the scope's
+container, every session's container and workspace, and the scope's long-term
+volume; SCOPE/SESSION removes that session's container and workspace. Refuses
+(exit 125, scope_busy) while an exec, copy or shell runs in one of them, unless
+--force, which kills the running work first.`,
+		Example: `  docker sandbox rm u1/chatA
+  docker sandbox rm -f ci-job-42            # idempotent: no error when it is gone
+  docker sandbox rm --all --filter state=expired-with-data`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError(cmd, "%q requires at least 1 argument", cmd.CommandPath())
-			}
-			return fail(dockerCli.Out(), o.format, runRm(cmd.Context(), dockerCli, args, o))
+			return runRemoval(cmd.Context(), dockerCli, cmd, args, o, true)
 		},
 	}
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	addRemovalFlags(cmd, &o, "Remove every sandbox and all data of the plugin's scopes")
 	return cmd
-}
-
-func runRm(ctx context.Context, dockerCli command.Cli, args []string, o rmOptions) error {
-	ts, err := parseTargets(args)
-	if err != nil {
-		return err
-	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
-	return eachTarget(dockerCli, o.format, ts, func(t sbexec.Target) (bool, error) { return m.Remove(ctx, t) })
 }

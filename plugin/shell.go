@@ -1,20 +1,228 @@
 package plugin
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/docker/api/types/container"
+	"github.com/moby/term"
 	"github.com/spf13/cobra"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
-// newShellCommand is a placeholder until its issue lands: hidden, and it says so.
+type shellOptions struct {
+	env    []string
+	format string
+}
+
+// shellCommand starts bash when the image has it, else sh.
+var shellCommand = []string{"/bin/sh", "-c", `if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh`}
+
 func newShellCommand(dockerCli command.Cli) *cobra.Command {
-	return &cobra.Command{
-		Use:    "shell",
-		Short:  "Open an interactive shell in a sandbox (not implemented yet)",
-		Hidden: true,
+	var o shellOptions
+	cmd := &cobra.Command{
+		Use:   "shell [OPTIONS] [SCOPE[/SESSION]] [-- COMMAND [ARGS...]]",
+		Short: "Open an interactive shell in a sandbox (TTY), for debugging",
+		Long: `Open an interactive shell (bash if the image has it, else sh) in the sandbox's
+container, with a TTY, as the sandbox user 65532 in /opt/workspace: the same
+hardened container that exec uses, created when it does not exist. It behaves as
+docker exec -it: the terminal is raw, its size follows yours, Ctrl-C goes to the
+program in the sandbox, Ctrl-D ends the shell, Ctrl-P Ctrl-Q detaches. Its exit
+status is the shell's. While the shell is open the sandbox is busy: it does not
+expire, and stop and rm refuse unless --force. Without SCOPE: the default scope.`,
+		Example: `  docker sandbox shell u1/chatA
+  docker sandbox shell u1 -- python3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), "", sbexec.Errorf(sbexec.CodeNotImplemented, "docker sandbox shell is not implemented in this version"))
+			return fail(dockerCli.Out(), o.format, runShell(cmd.Context(), dockerCli, cmd, args, o))
 		},
 	}
+	cmd.SetFlagErrorFunc(flagError)
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable (KEY=VALUE)")
+	cmd.Flags().StringVar(&o.format, "format", "", "json: a failure to open the shell is also one JSON error object on stdout")
+	return cmd
+}
+
+func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o shellOptions) error {
+	positional, command := args, shellCommand
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 && len(args) >= 2 && args[1] == "--" {
+		// Flags stop at SCOPE (so that the COMMAND's own flags stay its
+		// own), which leaves the -- among the arguments.
+		args = append(args[:1:1], args[2:]...)
+		dash = 1
+	}
+	if dash >= 0 {
+		positional, command = args[:dash], args[dash:]
+		if len(command) == 0 {
+			return usageError(cmd, "give a COMMAND after --, or leave out the --")
+		}
+	}
+	if len(positional) > 1 {
+		return usageError(cmd, "%q takes at most one SCOPE[/SESSION] (then -- COMMAND)", cmd.CommandPath())
+	}
+	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	target := sbexec.Target{Scope: c.DefaultScope}
+	if len(positional) == 1 {
+		if target, err = sbexec.ParseTarget(positional[0]); err != nil {
+			return err
+		}
+	}
+	if !dockerCli.In().IsTerminal() {
+		return sbexec.Errorf(sbexec.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
+	}
+	b := builder(dockerCli, c)
+	imageRef := c.Image
+	if imageRef == "" {
+		imageRef = b.RuntimeRef()
+	}
+	spec := sbexec.Spec{
+		Target: target, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
+		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
+		HelperID: images.HelperID(), Version: Version,
+	}
+	m := manager(dockerCli, c)
+	m.MaxSandboxes = c.MaxSandboxes
+	if c.Network != "none" {
+		// A sandbox with egress is set up by exec; shell only joins it.
+		if _, err := dockerCli.Client().ContainerInspect(ctx, target.ContainerName()); err != nil {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "sandbox %s does not run and the configured network is %q: create it with `docker sandbox exec -s %s ...` first, then open the shell", target, c.Network, target.Scope)
+		}
+	}
+	env := append([]string(nil), o.env...)
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --env %q: want KEY=VALUE", kv)
+		}
+	}
+	// The container can expire between Ensure and the exec (an idle TTL
+	// running out that very moment): try again, the shell has not started.
+	for attempt := 0; ; attempt++ {
+		name, _, err := m.Ensure(ctx, spec)
+		if err != nil {
+			return err
+		}
+		code, started, err := lcShellExec(ctx, dockerCli, name, command, env)
+		switch {
+		case err == nil && code == 0:
+			return nil
+		case err == nil:
+			return cli.StatusError{StatusCode: code} // the shell's own exit status
+		case !started && sbexec.IsGoneError(err) && attempt < 3:
+			continue
+		default:
+			return sbexec.EngineError(err, fmt.Sprintf("shell in sandbox %s", target))
+		}
+	}
+}
+
+// lcShellDetachKeys end the attachment and leave the shell running, as with
+// docker exec -it.
+const lcShellDetachKeys = "ctrl-p,ctrl-q"
+
+// lcShellExec runs command with a TTY in the container, the terminal raw, its
+// size following the client's, and returns its exit code. It is docker exec
+// -it (docker/cli's container/exec.go and hijack.go), rebuilt on the exported
+// streams and moby/term helpers: the docker/cli container command package
+// itself would pull in modules this project does not carry.
+func lcShellExec(ctx context.Context, dockerCli command.Cli, name string, command, env []string) (code int, started bool, err error) {
+	api := dockerCli.Client()
+	h, w := dockerCli.Out().GetTtySize()
+	resp, err := api.ContainerExecCreate(ctx, name, container.ExecOptions{
+		User: sbexec.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: sbexec.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	hj, err := api.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{Tty: true, ConsoleSize: &[2]uint{h, w}})
+	if err != nil {
+		return 0, false, err
+	}
+	defer hj.Close()
+	started = true
+
+	in, out := dockerCli.In(), dockerCli.Out()
+	if err := in.SetRawTerminal(); err != nil {
+		return 0, started, fmt.Errorf("cannot make the terminal raw: %w", err)
+	}
+	if err := out.SetRawTerminal(); err != nil {
+		in.RestoreTerminal()
+		return 0, started, fmt.Errorf("cannot make the terminal raw: %w", err)
+	}
+	restore := sync.OnceFunc(func() {
+		in.RestoreTerminal()
+		out.RestoreTerminal()
+	})
+	defer restore()
+
+	// The size: once now (API 1.41 ignores ConsoleSize at create; the exec
+	// may need a moment to start), then on every SIGWINCH.
+	resize := func() error {
+		h, w := out.GetTtySize()
+		if h == 0 && w == 0 {
+			return nil
+		}
+		return api.ContainerExecResize(ctx, resp.ID, container.ResizeOptions{Height: h, Width: w})
+	}
+	go func() {
+		for i := 0; i < 10; i++ {
+			if resize() == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(i+1) * 10 * time.Millisecond):
+			}
+		}
+	}()
+	stopWinch := lcNotifyResize(func() { _ = resize() })
+	defer stopWinch()
+
+	keys, _ := term.ToBytes(lcShellDetachKeys)
+	outputDone := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(out, hj.Reader)
+		restore()
+		outputDone <- err
+	}()
+	detached := make(chan struct{})
+	go func() {
+		_, err := io.Copy(hj.Conn, term.NewEscapeProxy(in, keys))
+		if _, ok := err.(term.EscapeError); ok {
+			close(detached)
+			return
+		}
+		_ = hj.CloseWrite()
+	}()
+	select {
+	case <-outputDone:
+	case <-detached:
+		restore()
+		fmt.Fprintln(dockerCli.Err(), "docker sandbox: detached; the shell keeps running (and the sandbox busy) until it exits")
+		return 0, started, nil
+	case <-ctx.Done():
+		return 0, started, ctx.Err()
+	}
+	ins, err := api.ContainerExecInspect(ctx, resp.ID)
+	if err != nil {
+		return 0, started, err
+	}
+	if ins.Running {
+		// The stream ended but the shell did not (the connection broke).
+		return 0, started, sbexec.Errorf(sbexec.CodeSandboxGone, "lost the shell's stream")
+	}
+	return ins.ExitCode, started, nil
 }

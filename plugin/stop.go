@@ -3,78 +3,171 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sort"
 
+	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
-type stopOptions struct {
-	format string
+// removalOptions are the options of stop and rm.
+type removalOptions struct {
+	all     bool
+	force   bool
+	filters []string
+	format  string
+}
+
+func addRemovalFlags(cmd *cobra.Command, o *removalOptions, allHelp string) {
+	cmd.SetFlagErrorFunc(flagError)
+	f := cmd.Flags()
+	f.BoolVarP(&o.all, "all", "a", false, allHelp)
+	f.BoolVarP(&o.force, "force", "f", false, "Kill whatever runs in the sandboxes first, and ignore names that do not exist")
+	f.StringArrayVar(&o.filters, "filter", nil, "With --all: only the sandboxes that match (as ls --filter)")
+	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
 }
 
 func newStopCommand(dockerCli command.Cli) *cobra.Command {
-	var o stopOptions
+	var o removalOptions
 	cmd := &cobra.Command{
-		Use:   "stop SCOPE[/SESSION]...",
+		Use:   "stop [OPTIONS] SCOPE[/SESSION]...",
 		Short: "Remove sandbox containers and keep their data",
+		Long: `Remove the containers of sandboxes and keep their data; the next call creates
+the container again with the same data. SCOPE stops the scope's container and
+those of all its sessions. Refuses (exit 125, scope_busy) while an exec, copy or
+shell runs in one of them, unless --force.`,
+		Example: `  docker sandbox stop u1/chatA
+  docker sandbox stop --all
+  docker sandbox stop --force u1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageError(cmd, "%q requires at least 1 argument", cmd.CommandPath())
-			}
-			return fail(dockerCli.Out(), o.format, runStop(cmd.Context(), dockerCli, args, o))
+			return runRemoval(cmd.Context(), dockerCli, cmd, args, o, false)
 		},
 	}
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	addRemovalFlags(cmd, &o, "Stop every sandbox that has a container")
 	return cmd
 }
 
-// targetResult is one line of stop/rm output.
+// targetResult is one element of stop/rm --format json.
 type targetResult struct {
-	Target  string `json:"target"`
-	Removed bool   `json:"removed"`
+	Target  string     `json:"target"`
+	Removed bool       `json:"removed"`
+	Error   *errorBody `json:"error"`
+}
+
+// errorBody is the error object's content.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 func parseTargets(args []string) ([]sbexec.Target, error) {
 	var ts []sbexec.Target
+	seen := map[sbexec.Target]bool{}
 	for _, a := range args {
 		t, err := sbexec.ParseTarget(a)
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, t)
+		if !seen[t] {
+			seen[t] = true
+			ts = append(ts, t)
+		}
 	}
 	return ts, nil
 }
 
-func runStop(ctx context.Context, dockerCli command.Cli, args []string, o stopOptions) error {
-	ts, err := parseTargets(args)
-	if err != nil {
-		return err
-	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
-	return eachTarget(dockerCli, o.format, ts, func(t sbexec.Target) (bool, error) { return m.Stop(ctx, t) })
-}
-
-func eachTarget(dockerCli command.Cli, format string, ts []sbexec.Target, do func(sbexec.Target) (bool, error)) error {
-	var res []targetResult
-	for _, t := range ts {
-		ok, err := do(t)
-		if err != nil {
-			return err
-		}
-		res = append(res, targetResult{Target: t.String(), Removed: ok})
+// runRemoval is stop (data=false) and rm (data=true).
+func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o removalOptions, data bool) error {
+	switch {
+	case o.all && len(args) > 0:
+		return usageError(cmd, "give names or --all, not both")
+	case !o.all && len(args) == 0:
+		return usageError(cmd, "%q requires at least 1 argument, or --all", cmd.CommandPath())
+	case !o.all && len(o.filters) > 0:
+		return usageError(cmd, "--filter needs --all")
 	}
 	out := dockerCli.Out()
-	return writeFormatted(out, format, res, func() error {
+	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
+	var (
+		ts    []sbexec.Target
+		exact bool
+	)
+	if o.all {
+		flt, err := sbexec.ParseFilters(o.filters)
+		if err != nil {
+			return fail(out, o.format, err)
+		}
+		rows, err := m.List(ctx, sbexec.ListOptions{All: data, Filter: flt})
+		if err != nil {
+			return fail(out, o.format, err)
+		}
+		for _, r := range rows {
+			ts = append(ts, r.Target())
+		}
+		// Sessions first: removing a scope removes its sessions too.
+		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Session != "" && ts[j].Session == "" })
+		exact = !data // stop --all: each listed container, not its scope's others
+	} else {
+		var err error
+		if ts, err = parseTargets(args); err != nil {
+			return fail(out, o.format, err)
+		}
+	}
+	res := []targetResult{}
+	var firstErr error
+	for _, t := range ts {
+		var (
+			found bool
+			err   error
+		)
+		switch {
+		case data:
+			found, err = m.RemoveSandbox(ctx, t, o.force)
+		case exact:
+			found, err = m.StopExact(ctx, t, o.force)
+		default:
+			found, err = m.StopSandbox(ctx, t, o.force)
+		}
+		if err == nil && !found {
+			if o.all || o.force {
+				continue // gone meanwhile (a scope took its sessions), or -f
+			}
+			what := "container"
+			if data {
+				what = "container or data"
+			}
+			err = sbexec.Errorf(sbexec.CodeNotFound, "no sandbox %s (no %s): see `docker sandbox ls -a`", t, what)
+		}
+		r := targetResult{Target: t.String(), Removed: err == nil}
+		if err != nil {
+			e := sbexec.AsError(err)
+			r.Error = &errorBody{Code: e.Code, Message: e.Message}
+			if firstErr == nil {
+				firstErr = e
+			}
+			if o.format == "" {
+				fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", e.Message)
+			}
+		}
+		res = append(res, r)
+	}
+	if err := writeFormatted(out, o.format, res, func() error {
 		for _, r := range res {
 			if r.Removed {
 				fmt.Fprintln(out, r.Target)
-			} else {
-				fmt.Fprintf(dockerCli.Err(), "docker sandbox: no sandbox %s\n", r.Target)
 			}
 		}
 		return nil
-	})
+	}); err != nil {
+		return fail(out, "", err)
+	}
+	if firstErr != nil {
+		if o.format != "" {
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", sbexec.AsError(firstErr).Message)
+		}
+		return cli.StatusError{StatusCode: sbexec.AsError(firstErr).Exit}
+	}
+	return nil
 }

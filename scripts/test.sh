@@ -243,4 +243,25 @@ phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
 phase setup setup_config
 phase images build_images
 phase "go test" run_go_test "$@"
+
+# Fuzz targets of the copy's path rules and host extraction (files/...), each
+# for a short fixed time (FILES_FUZZTIME, default 10s), with the hostile cases
+# as seeds; only on a full run (no GO TEST ARGS). A failure fails the run (the
+# failing input is written under the package's testdata/fuzz/).
+fuzz_files() {
+	local target pkg name
+	for target in ./files/tarsafe:FuzzExtract ./files/tarsafe:FuzzFilter ./files/tarsafe:FuzzCleanName \
+		./files/fsproto:FuzzResolve ./files:FuzzParseLocation; do
+		pkg="${target%%:*}" name="${target#*:}"
+		log "go test -fuzz $name -fuzztime ${FILES_FUZZTIME:-10s} $pkg"
+		if ! "$GO" test -run '^$' -fuzz "^$name\$" -fuzztime "${FILES_FUZZTIME:-10s}" -fuzzminimizetime 5s -parallel 2 "$pkg"; then
+			log "fuzz target $name of $pkg failed"
+			N_FAIL=$((N_FAIL + 1))
+			TEST_STATUS=1
+		fi
+	done
+}
+if (($# == 0)); then
+	phase "fuzz files" fuzz_files
+fi
 exit "$TEST_STATUS"

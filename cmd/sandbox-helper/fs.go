@@ -1,13 +1,10 @@
 package main
 
-import (
-	"fmt"
-	"os"
-)
+import "github.com/docker-sandbox/docker-sandbox/files/fsserver"
 
-// runFS is the confined file server (`sandbox-helper fs ...`); see the copy
-// issue.
+// runFS is the confined file server, `sandbox-helper fs ls|cat|put|rm|
+// tar-out|tar-in ...`: every path goes through os.Root on /opt/workspace or
+// /opt/user (see package fsserver for the commands and the protocol).
 func runFS(args []string) int {
-	fmt.Fprintln(os.Stderr, "sandbox-helper fs: not implemented yet")
-	return 2
+	return fsserver.Default().Run(args)
 }

@@ -1,13 +1,450 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/netip"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
-// runProxy is the sidecar egress proxy (`sandbox-helper proxy ...`); see the
-// egress issue.
+// BacklogMark is the line `logs -f` writes after the existing lines.
+const BacklogMark = `{"mark":"backlog_end"}`
+
+// Default paths in the sidecar: its volume is mounted at /opt/user.
+const (
+	defaultPolicyFile = "/opt/user/policy.json"
+	defaultLogFile    = "/opt/user/egress.log"
+	defaultStatsFile  = "/opt/user/stats.json"
+)
+
+// runProxy implements `sandbox-helper proxy`:
+//
+//	sandbox-helper proxy [--listen ADDR] [--policy FILE] [--log FILE] [--stats FILE]
+//	                     [--host NAME=IP]... [--no-dns] [--deny CIDR]... [--clients CIDR]...
+//	                     [--max-tunnels N] [--max-tunnels-per-scope N] [timeouts]
+//
+// runs the egress proxy (the sidecar's entrypoint). The administration
+// commands run next to it, through an exec in the sidecar:
+//
+//	sandbox-helper proxy policy [--policy FILE] get [--scope S]
+//	sandbox-helper proxy policy [--policy FILE] ensure SCOPE
+//	sandbox-helper proxy policy [--policy FILE] set SCOPE     (rules as JSON on stdin)
+//	sandbox-helper proxy policy [--policy FILE] rm SCOPE
+//	sandbox-helper proxy logs [--log FILE] [--tail N] [-f]
+//	sandbox-helper proxy state [--policy FILE] [--stats FILE]
 func runProxy(args []string) int {
-	fmt.Fprintln(os.Stderr, "sandbox-helper proxy: not implemented yet")
-	return 2
+	if len(args) > 0 {
+		switch args[0] {
+		case "policy":
+			return proxyPolicy(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case "logs":
+			return proxyLogs(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case "state":
+			return proxyState(args[1:], os.Stdout, os.Stderr)
+		}
+	}
+	return proxyServe(args)
+}
+
+// listFlag is a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// proxyOptions are the server's flags.
+type proxyOptions struct {
+	listen, policyFile, logFile, statsFile string
+	cfg                                    proxy.Config
+}
+
+func parseProxyFlags(args []string, stderr io.Writer) (*proxyOptions, error) {
+	fs := flag.NewFlagSet("sandbox-helper proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &proxyOptions{}
+	fs.StringVar(&o.listen, "listen", ":3128", "address to listen on")
+	fs.StringVar(&o.policyFile, "policy", defaultPolicyFile, "policy file (re-read when it changes)")
+	fs.StringVar(&o.logFile, "log", defaultLogFile, "decision log, one JSON line per decision (\"-\": stdout)")
+	fs.StringVar(&o.statsFile, "stats", defaultStatsFile, "counters, rewritten every 2s (\"\": none)")
+	var hosts, deny, clients listFlag
+	fs.Var(&hosts, "host", "static name NAME=IP[,IP] resolved without DNS (repeatable)")
+	fs.Var(&deny, "deny", "prefix never dialled (repeatable)")
+	fs.Var(&clients, "clients", "accept clients only from this prefix (repeatable; default: any)")
+	fs.BoolVar(&o.cfg.NoDNS, "no-dns", false, "resolve only --host names (no DNS at all)")
+	fs.BoolVar(&o.cfg.UnsafeAllowLoopback, "unsafe-allow-loopback", false, "let loopback through when a scope lists it (benchmarks only)")
+	fs.IntVar(&o.cfg.MaxTunnels, "max-tunnels", 1024, "concurrent upstream connections, all scopes")
+	fs.IntVar(&o.cfg.MaxTunnelsPerScope, "max-tunnels-per-scope", 256, "concurrent upstream connections per scope")
+	fs.DurationVar(&o.cfg.DNSTimeout, "dns-timeout", 5*time.Second, "one DNS lookup")
+	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 10*time.Second, "one TCP connect")
+	fs.DurationVar(&o.cfg.HeaderTimeout, "header-timeout", 10*time.Second, "a client's request headers")
+	fs.DurationVar(&o.cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "a tunnel or body with no traffic")
+	fs.DurationVar(&o.cfg.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "an upstream's response headers")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.cfg.Hosts = map[string][]netip.Addr{}
+	for _, h := range hosts {
+		name, ips, ok := strings.Cut(h, "=")
+		ph, err := policy.ParseHost(name)
+		if !ok || err != nil || ph.IsLiteral() {
+			return nil, fmt.Errorf("bad --host %q: want NAME=IP[,IP]", h)
+		}
+		for _, s := range strings.Split(ips, ",") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("bad --host %q: %v", h, err)
+			}
+			o.cfg.Hosts[ph.Name] = append(o.cfg.Hosts[ph.Name], a)
+		}
+	}
+	for _, d := range deny {
+		p, err := policy.ParseCIDR(d)
+		if err != nil {
+			return nil, fmt.Errorf("bad --deny: %v", err)
+		}
+		o.cfg.Deny = append(o.cfg.Deny, p)
+	}
+	for _, c := range clients {
+		p, err := policy.ParseCIDR(c)
+		if err != nil {
+			return nil, fmt.Errorf("bad --clients: %v", err)
+		}
+		o.cfg.Clients = append(o.cfg.Clients, p)
+	}
+	return o, nil
+}
+
+func proxyServe(args []string) int {
+	o, err := parseProxyFlags(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "sandbox-helper proxy: %v\n", err)
+		return 2
+	}
+	errLog := log.New(os.Stderr, "sandbox-helper proxy: ", log.LstdFlags)
+	var logW io.Writer = os.Stdout
+	if o.logFile != "-" {
+		rf := &proxy.RotatingFile{Path: o.logFile, Max: 64 << 20}
+		defer rf.Close()
+		logW = rf
+	}
+	// Decisions reach the file within 50ms, in one write per batch.
+	lg := proxy.NewBufferedLogger(logW, 50*time.Millisecond)
+	defer lg.Close()
+	o.cfg.Log = lg
+	o.cfg.ErrorLog = errLog
+	// A policy change takes effect within 100ms.
+	src := &proxy.FileSource{Path: o.policyFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
+	if _, err := src.Current(); err != nil {
+		errLog.Printf("policy: %v (every request is refused until it is fixed)", err)
+	}
+	o.cfg.Policy = src
+	srv := proxy.New(o.cfg)
+	l, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-helper proxy: %v\n", err)
+		return 1
+	}
+	errLog.Printf("listening on %s, policy %s, log %s", l.Addr(), o.policyFile, o.logFile)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan struct{})
+	if o.statsFile != "" {
+		go writeStats(srv, o.statsFile, done)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case <-sigs:
+		close(done)
+		srv.Close()
+		if o.statsFile != "" {
+			saveStats(srv, o.statsFile)
+		}
+		return 0
+	case err := <-errc:
+		close(done)
+		fmt.Fprintf(os.Stderr, "sandbox-helper proxy: %v\n", err)
+		return 1
+	}
+}
+
+func saveStats(srv *proxy.Server, path string) []byte {
+	b, _ := json.Marshal(srv.Stats())
+	_ = policy.WriteAtomic(path, append(b, '\n'), 0o600)
+	return b
+}
+
+func writeStats(srv *proxy.Server, path string, done <-chan struct{}) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	var last []byte
+	for {
+		b, _ := json.Marshal(srv.Stats())
+		if string(b) != string(last) {
+			_ = policy.WriteAtomic(path, append(b, '\n'), 0o600)
+			last = b
+		}
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// scopeOut is what `policy ensure|set` prints: the scope's entry with its
+// token, which the plugin puts in the sandbox's proxy URL.
+type scopeOut struct {
+	Name string `json:"scope"`
+	policy.Scope
+}
+
+func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-helper proxy policy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("policy", defaultPolicyFile, "policy file")
+	scopeFlag := fs.String("scope", "", "only this scope (get)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "sandbox-helper proxy policy: "+format+"\n", a...)
+		return 1
+	}
+	if len(rest) == 0 {
+		return fail("want get, ensure SCOPE, set SCOPE or rm SCOPE")
+	}
+	verb := rest[0]
+	if verb == "get" {
+		f, err := policy.Load(*file)
+		if err != nil {
+			return fail("%v", err)
+		}
+		r := f.Redacted()
+		if *scopeFlag != "" {
+			s, ok := r.Scopes[*scopeFlag]
+			r.Scopes = map[string]policy.Scope{}
+			if ok {
+				r.Scopes[*scopeFlag] = s
+			}
+		}
+		_, _ = stdout.Write(r.Marshal())
+		return 0
+	}
+	if len(rest) != 2 || !policy.ValidScope(rest[1]) {
+		return fail("%s needs one valid scope name", verb)
+	}
+	name := rest[1]
+	var rules *policy.Rules
+	if verb == "set" {
+		dec := json.NewDecoder(io.LimitReader(stdin, 1<<20))
+		dec.DisallowUnknownFields()
+		var r policy.Rules
+		if err := dec.Decode(&r); err != nil {
+			return fail("rules on stdin: %v", err)
+		}
+		n, err := r.Normalize()
+		if err != nil {
+			return fail("%v", err)
+		}
+		rules = &n
+	}
+	var out scopeOut
+	_, err := policy.Update(*file, func(f *policy.File) error {
+		s, ok := f.Scopes[name]
+		switch verb {
+		case "rm":
+			delete(f.Scopes, name)
+			return nil
+		case "ensure", "set":
+		default:
+			return fmt.Errorf("unknown verb %q", verb)
+		}
+		if !ok || s.Token == "" {
+			s.Token = policy.NewToken()
+			s.Rules = policy.Rules{Allow: []string{}, AllowPorts: []int{}, AllowCIDRs: []string{}}
+			s.Updated = time.Now().UTC()
+		}
+		if rules != nil {
+			s.Rules = *rules
+			s.Updated = time.Now().UTC()
+		}
+		f.Scopes[name] = s
+		out = scopeOut{Name: name, Scope: s}
+		return nil
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	if verb == "rm" {
+		return 0
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}
+
+// proxyState prints the redacted policy and the counters in one object.
+func proxyState(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-helper proxy state", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("policy", defaultPolicyFile, "policy file")
+	stats := fs.String("stats", defaultStatsFile, "stats file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	f, err := policy.Load(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy state: %v\n", err)
+		return 1
+	}
+	out := struct {
+		Policy *policy.File    `json:"policy"`
+		Stats  json.RawMessage `json:"stats"`
+	}{Policy: f.Redacted(), Stats: json.RawMessage("null")}
+	if b, err := os.ReadFile(*stats); err == nil && json.Valid(b) {
+		out.Stats = json.RawMessage(b)
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}
+
+// proxyLogs prints the decision log (the rotated file, then the current
+// one); with -f it keeps printing new lines, across rotations, until its
+// stdin ends (the plugin's side of the exec went away).
+func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-helper proxy logs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("log", defaultLogFile, "decision log")
+	follow := fs.Bool("f", false, "follow")
+	tail := fs.Int("tail", -1, "only the last N lines (-1: all)")
+	poll := fs.Duration("poll", 200*time.Millisecond, "how often -f looks for new lines")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	stop := make(chan struct{})
+	if *follow {
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin)
+			close(stop)
+		}()
+	}
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
+	write := func(line string) bool {
+		_, err := w.WriteString(line)
+		return err == nil
+	}
+	// With --tail, the existing lines are kept in a window and written at
+	// the end.
+	var lines []string
+	emit := write
+	if *tail >= 0 {
+		emit = func(line string) bool {
+			if *tail > 0 {
+				lines = append(lines, line)
+				if len(lines) > *tail {
+					lines = lines[1:]
+				}
+			}
+			return true
+		}
+	}
+	readAll := func(path string) (int64, os.FileInfo) {
+		f, err := os.Open(path)
+		if err != nil {
+			return 0, nil
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		br := bufio.NewReaderSize(f, 64<<10)
+		var off int64
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return off, fi // a partial last line is read again when complete
+			}
+			off += int64(len(line))
+			if !emit(line) {
+				return off, fi
+			}
+		}
+	}
+	readAll(*file + ".1")
+	off, fi := readAll(*file)
+	for _, l := range lines {
+		write(l)
+	}
+	if !*follow {
+		return 0
+	}
+	emit = write
+	// The end of the backlog, so that a reader filtering it (the plugin's
+	// --scope with --tail) knows when to print what it kept.
+	write(BacklogMark + "\n")
+	if err := w.Flush(); err != nil {
+		return 0
+	}
+	t := time.NewTicker(*poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return 0
+		case <-t.C:
+		}
+		cur, err := os.Stat(*file)
+		if err != nil {
+			continue
+		}
+		if fi == nil || !os.SameFile(fi, cur) || cur.Size() < off {
+			off, fi = 0, cur // rotated: the new file from its start
+		}
+		if cur.Size() == off {
+			continue
+		}
+		f, err := os.Open(*file)
+		if err != nil {
+			continue
+		}
+		if _, err := f.Seek(off, io.SeekStart); err == nil {
+			br := bufio.NewReaderSize(f, 64<<10)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					break
+				}
+				off += int64(len(line))
+				if !emit(line) {
+					f.Close()
+					return 0
+				}
+			}
+		}
+		f.Close()
+		if err := w.Flush(); err != nil {
+			return 0
+		}
+	}
 }

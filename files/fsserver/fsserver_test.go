@@ -1,0 +1,363 @@
+//go:build unix
+
+package fsserver
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
+)
+
+type env struct {
+	t               *testing.T
+	ws, user, outer string
+}
+
+// newEnv makes a workspace, a user space and, outside both, a folder with a
+// secret that no command may read or change.
+func newEnv(t *testing.T) *env {
+	top := t.TempDir()
+	e := &env{t: t, ws: filepath.Join(top, "ws"), user: filepath.Join(top, "user"), outer: filepath.Join(top, "outer")}
+	for _, d := range []string{e.ws, e.user, e.outer} {
+		os.Mkdir(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(e.outer, "secret"), []byte("SECRET"), 0o644)
+	return e
+}
+
+func (e *env) write(rel, body string) {
+	p := filepath.Join(e.ws, rel)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) link(target, rel string) {
+	if err := os.Symlink(target, filepath.Join(e.ws, rel)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+type out struct {
+	code           int
+	stdout, stderr string
+}
+
+func (o out) err() fsproto.Error {
+	var fe fsproto.Error
+	json.Unmarshal([]byte(o.stderr), &fe)
+	return fe
+}
+
+func (e *env) run(stdin io.Reader, args ...string) out {
+	e.t.Helper()
+	var so, se bytes.Buffer
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	s := &Server{Workspace: e.ws, User: e.user, Stdin: stdin, Stdout: &so, Stderr: &se, Umask: 0o022,
+		Exit: func(int) { e.t.Fatal("unexpected exit") }}
+	code := s.Run(args)
+	return out{code, so.String(), se.String()}
+}
+
+// outerIntact fails when the outside folder changed.
+func (e *env) outerIntact() {
+	e.t.Helper()
+	ents, _ := os.ReadDir(e.outer)
+	if len(ents) != 1 {
+		e.t.Fatalf("something was written outside the sandbox's spaces: %v", ents)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.outer, "secret"))
+	if string(b) != "SECRET" {
+		e.t.Fatalf("the secret outside changed: %q", b)
+	}
+}
+
+// TestConfinement: a symbolic link that leads outside, at any depth of the
+// path, is refused with path_escape by every command, and nothing outside
+// is read or written.
+func TestConfinement(t *testing.T) {
+	e := newEnv(t)
+	e.write("d/e/f.txt", "inside")
+	e.link(e.outer, "out")                // absolute, at the top
+	e.link("../outer", "rel")             // relative, leading out
+	e.link(e.outer, "d/e/deep")           // at depth
+	e.link("../../../outer", "d/e/deep2") // relative, at depth
+	e.link("e", "d/in")                   // inside: followed
+	framed := func(body string) io.Reader {
+		var b bytes.Buffer
+		w := fsproto.NewCommitWriter(&b)
+		w.Write([]byte(body))
+		w.Commit()
+		return &b
+	}
+	tarIn := func() io.Reader {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		tw.WriteHeader(&tar.Header{Name: "x", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})
+		tw.Write([]byte("X"))
+		tw.Close()
+		return bytes.NewReader(b.Bytes())
+	}
+	for _, p := range []string{"out", "out/secret", "rel/secret", "d/e/deep/secret", "d/e/deep2/secret", "d/in/deep/secret",
+		"/opt/workspace/out/secret", "d/e/deep", "rel"} {
+		for _, args := range [][]string{
+			{"ls", p}, {"ls", "-r", p}, {"cat", p}, {"tar-out", p},
+		} {
+			o := e.run(nil, args...)
+			if o.code != ExitFailed || o.err().Code != fsproto.CodePathEscape {
+				t.Errorf("%v: exit %d, %s; want path_escape", args, o.code, o.stderr)
+			}
+			if strings.Contains(o.stdout, "SECRET") || strings.Contains(o.stdout, "secret") {
+				t.Errorf("%v printed what is outside: %q", args, o.stdout)
+			}
+		}
+		for _, tc := range []struct {
+			args []string
+			in   io.Reader
+		}{
+			{[]string{"put", "--framed", p + "/new"}, framed("evil")},
+			{[]string{"put", p}, strings.NewReader("evil")},
+			{[]string{"tar-in", p}, tarIn()},
+			{[]string{"tar-in", "--raw", p}, tarIn()},
+			{[]string{"rm", p + "/x"}, nil},
+		} {
+			o := e.run(tc.in, tc.args...)
+			if o.code != ExitFailed || o.err().Code != fsproto.CodePathEscape {
+				t.Errorf("%v: exit %d, %s; want path_escape", tc.args, o.code, o.stderr)
+			}
+		}
+	}
+	e.outerIntact()
+	// Inside links are followed.
+	if o := e.run(nil, "cat", "d/in/f.txt"); o.code != 0 || o.stdout != "inside" {
+		t.Errorf("cat through an inside link: %+v", o)
+	}
+	// rm of a link removes the link only.
+	if o := e.run(nil, "rm", "out"); o.code != 0 {
+		t.Errorf("rm out: %+v", o)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "out")); err == nil {
+		t.Error("the link is still there")
+	}
+	e.outerIntact()
+}
+
+func TestPathRules(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"../../etc/passwd", "/etc/passwd", "/proc/self/environ", "a\x00b", "/opt/sandbox/sandbox-helper", ".."} {
+		o := e.run(nil, "cat", p)
+		if o.code != ExitFailed || o.err().Code != fsproto.CodePathEscape {
+			t.Errorf("cat %q: %+v", p, o)
+		}
+	}
+	os.WriteFile(filepath.Join(e.user, "u.txt"), []byte("user"), 0o644)
+	if o := e.run(nil, "cat", "/opt/user/u.txt"); o.stdout != "user" {
+		t.Errorf("cat /opt/user/u.txt: %+v", o)
+	}
+	if o := e.run(nil, "cat", "../user/u.txt"); o.stdout != "user" {
+		t.Errorf("cat ../user/u.txt: %+v", o)
+	}
+}
+
+func TestLs(t *testing.T) {
+	e := newEnv(t)
+	e.write("b.txt", "bb")
+	e.write("a/x", "x")
+	e.link("b.txt", "l")
+	o := e.run(nil, "ls", "-r", ".")
+	if o.code != 0 {
+		t.Fatal(o)
+	}
+	var got []fsproto.Entry
+	dec := json.NewDecoder(strings.NewReader(o.stdout))
+	for dec.More() {
+		var en fsproto.Entry
+		if err := dec.Decode(&en); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, en)
+	}
+	want := []fsproto.Entry{
+		{Name: "a", Type: "dir", Mode: "0755"},
+		{Name: "a/x", Type: "file", Size: 1, Mode: "0644"},
+		{Name: "b.txt", Type: "file", Size: 2, Mode: "0644"},
+		{Name: "l", Type: "symlink", Size: 5, Mode: "0777", LinkTarget: "b.txt"},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(fsproto.Entry{}, "ModTime"), cmpopts.IgnoreFields(fsproto.Entry{}, "Size")); diff != "" {
+		t.Errorf("ls -r (-want +got):\n%s", diff)
+	}
+	o = e.run(nil, "ls", "b.txt")
+	if !strings.Contains(o.stdout, `"name":"b.txt"`) {
+		t.Errorf("ls of a file: %+v", o)
+	}
+	if o := e.run(nil, "ls", "nope"); o.err().Code != fsproto.CodeNotFound {
+		t.Errorf("ls nope: %+v", o)
+	}
+}
+
+func TestPut(t *testing.T) {
+	e := newEnv(t)
+	framed := func(body string, commit bool) io.Reader {
+		var b bytes.Buffer
+		w := fsproto.NewCommitWriter(&b)
+		w.Write([]byte(body))
+		if commit {
+			w.Commit()
+		}
+		return &b
+	}
+	if o := e.run(framed("one", true), "put", "--framed", "new/dir/f.txt"); o.code != 0 || !strings.Contains(o.stdout, `"bytes":3`) {
+		t.Fatalf("put: %+v", o)
+	}
+	os.Chmod(filepath.Join(e.ws, "new/dir/f.txt"), 0o600)
+	// An interrupted upload leaves the old file.
+	if o := e.run(framed("two, but cut", false), "put", "--framed", "new/dir/f.txt"); o.code != ExitFailed {
+		t.Fatalf("uncommitted put: %+v", o)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.ws, "new/dir/f.txt"))
+	if string(b) != "one" {
+		t.Fatalf("an interrupted put changed the file: %q", b)
+	}
+	if o := e.run(framed("three", true), "put", "--framed", "new/dir/f.txt"); o.code != 0 {
+		t.Fatal(o)
+	}
+	fi, _ := os.Stat(filepath.Join(e.ws, "new/dir/f.txt"))
+	b, _ = os.ReadFile(filepath.Join(e.ws, "new/dir/f.txt"))
+	if string(b) != "three" || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("overwrite: %q %v (the mode must stay)", b, fi.Mode())
+	}
+	if o := e.run(framed("x", true), "put", "--framed", "--mode", "0755", "m"); o.code != 0 {
+		t.Fatal(o)
+	}
+	if fi, _ := os.Stat(filepath.Join(e.ws, "m")); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("--mode: %v", fi.Mode())
+	}
+	if o := e.run(framed("x", true), "put", "--framed", "--mode", "4755", "m"); o.code != ExitUsage {
+		t.Fatalf("a setuid --mode: %+v", o)
+	}
+	if o := e.run(framed("x", true), "put", "--framed", "new"); o.err().Code != fsproto.CodeIsDirectory {
+		t.Fatalf("put onto a folder: %+v", o)
+	}
+	// Replacing a hard link never writes through it.
+	os.Link(filepath.Join(e.outer, "secret"), filepath.Join(e.ws, "hard"))
+	if o := e.run(framed("evil", true), "put", "--framed", "hard"); o.code != 0 {
+		t.Fatal(o)
+	}
+	e.outerIntact()
+	ents, _ := os.ReadDir(filepath.Join(e.ws, "new/dir"))
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left: %v", ents)
+	}
+}
+
+func TestRm(t *testing.T) {
+	e := newEnv(t)
+	e.write("d/f", "x")
+	e.write("g", "x")
+	if o := e.run(nil, "rm", "d"); o.err().Code != fsproto.CodeIsDirectory {
+		t.Fatalf("rm of a folder without -r: %+v", o)
+	}
+	if o := e.run(nil, "rm", "-r", "d"); o.code != 0 {
+		t.Fatal(o)
+	}
+	if o := e.run(nil, "rm", "g"); o.code != 0 {
+		t.Fatal(o)
+	}
+	if o := e.run(nil, "rm", "g"); o.err().Code != fsproto.CodeNotFound {
+		t.Fatalf("rm missing: %+v", o)
+	}
+	if o := e.run(nil, "rm", "-f", "g"); o.code != 0 {
+		t.Fatalf("rm -f missing: %+v", o)
+	}
+	if o := e.run(nil, "rm", "-r", "."); o.err().Code != fsproto.CodeBadFlag {
+		t.Fatalf("rm of the workspace: %+v", o)
+	}
+	if ents, _ := os.ReadDir(e.ws); len(ents) != 0 {
+		t.Fatalf("left: %v", ents)
+	}
+}
+
+func TestTarOutIn(t *testing.T) {
+	e := newEnv(t)
+	e.write("src/a", "A")
+	e.write("src/sub/b", "B")
+	o := e.run(nil, "tar-out", "src")
+	if o.code != 0 {
+		t.Fatal(o)
+	}
+	var framed bytes.Buffer
+	w := fsproto.NewCommitWriter(&framed)
+	w.Write([]byte(o.stdout))
+	w.Commit()
+	in := e.run(bytes.NewReader(framed.Bytes()), "tar-in", "--framed", "/opt/user/copy")
+	if in.code != 0 {
+		t.Fatal(in)
+	}
+	var res tarsafe.Result
+	if err := json.Unmarshal([]byte(in.stdout), &res); err != nil || res.Files != 2 || res.Dirs != 2 {
+		t.Fatalf("result %s: %v", in.stdout, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.user, "copy/sub/b"))
+	if string(b) != "B" {
+		t.Fatalf("copied: %q", b)
+	}
+	// The root of a space is named after it.
+	o = e.run(nil, "tar-out", "/opt/user")
+	if !strings.HasPrefix(o.stdout, "user/") {
+		t.Fatalf("tar-out /opt/user starts with %q", o.stdout[:10])
+	}
+	// Limits stop early.
+	e.write("big", strings.Repeat("x", 1000))
+	if o := e.run(nil, "tar-out", "--max-size", "100", "big"); o.err().Code != fsproto.CodeTooLarge {
+		t.Fatalf("tar-out over the cap: %+v", o)
+	}
+	// Uncommitted upload: nothing is left.
+	var cut bytes.Buffer
+	w = fsproto.NewCommitWriter(&cut)
+	w.Write([]byte(e.run(nil, "tar-out", "src").stdout))
+	if o := e.run(&cut, "tar-in", "--framed", "cut"); o.code != ExitFailed {
+		t.Fatalf("uncommitted tar-in: %+v", o)
+	}
+	if _, err := os.Lstat(filepath.Join(e.ws, "cut")); err == nil {
+		t.Fatal("an uncommitted tar-in left its folder")
+	}
+}
+
+func TestUsage(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{{}, {"nope", "x"}, {"ls"}, {"ls", "a", "b"}, {"cat", "--bogus", "x"}} {
+		if o := e.run(nil, args...); o.code != ExitUsage || o.err().Code != fsproto.CodeBadFlag {
+			t.Errorf("%v: %+v", args, o)
+		}
+	}
+}
+
+func TestWatchStdin(t *testing.T) {
+	e := newEnv(t)
+	e.write("f", "x")
+	exited := make(chan int, 1)
+	pr, pw := io.Pipe()
+	var so bytes.Buffer
+	s := &Server{Workspace: e.ws, User: e.user, Stdin: pr, Stdout: &so, Stderr: io.Discard, Exit: func(c int) { exited <- c }}
+	if code := s.Run([]string{"cat", "--watch-stdin", "f"}); code != 0 {
+		t.Fatal(code)
+	}
+	pw.Close()
+	if c := <-exited; c != ExitAborted {
+		t.Fatalf("exit %d", c)
+	}
+}

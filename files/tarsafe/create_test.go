@@ -1,0 +1,268 @@
+//go:build unix
+
+package tarsafe
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
+)
+
+// listTar describes an archive: "name type mode [-> link] [content]".
+func listTar(t testing.TB, data []byte) []string {
+	t.Helper()
+	var out []string
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		s := h.Name + " " + string(h.Typeflag) + " " + fsproto.ModeString(os.FileMode(h.Mode).Perm())
+		if h.Linkname != "" {
+			s += " -> " + h.Linkname
+		}
+		if len(b) > 0 {
+			s += " " + string(b)
+		}
+		out = append(out, s)
+	}
+}
+
+func TestCreateRoundTrip(t *testing.T) {
+	src := newSandbox(t)
+	mustWrite(t, filepath.Join(src.base, "top", "a"), "A")
+	mustWrite(t, filepath.Join(src.base, "top", "sub", "b"), "B")
+	os.Chmod(filepath.Join(src.base, "top", "sub", "b"), 0o750)
+	os.Symlink("../a", filepath.Join(src.base, "top", "sub", "up"))
+	os.Symlink(src.canary, filepath.Join(src.base, "top", "out")) // archived as a link, never followed
+	var buf bytes.Buffer
+	res, err := Create(&buf, src.root, "top", CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := listTar(t, buf.Bytes())
+	want := []string{"top/ 5 0755", "top/a 0 0644 A", "top/out 2 0777 -> " + src.canary, "top/sub/ 5 0755", "top/sub/b 0 0750 B", "top/sub/up 2 0777 -> ../a"}
+	if diff := cmp.Diff(want, sortedCopy(got)); diff != "" {
+		t.Errorf("archive (-want +got):\n%s", diff)
+	}
+	if res.Files != 2 || res.Dirs != 2 || res.Symlinks != 2 || res.Bytes != 2 {
+		t.Errorf("result %+v", res)
+	}
+	// The receiving side refuses the link that leads out and keeps nothing.
+	dst := newSandbox(t)
+	if _, err := Extract(dst.root, Dest{Path: "copy"}, bytes.NewReader(buf.Bytes()), Options{}); codeOf(err) != fsproto.CodePathEscape {
+		t.Fatalf("extracting a link to the outside: %v", err)
+	}
+	os.Remove(filepath.Join(src.base, "top", "out"))
+	buf.Reset()
+	if _, err := Create(&buf, src.root, "top", CreateOptions{TopName: "renamed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Extract(dst.root, Dest{Path: "copy"}, bytes.NewReader(buf.Bytes()), Options{KeepMode: true}); err != nil {
+		t.Fatal(err)
+	}
+	want2 := []string{"copy/ 0755", "copy/a 0644 A", "copy/sub/ 0755", "copy/sub/b 0750 B", "copy/sub/up -> ../a"}
+	if diff := cmp.Diff(want2, tree(t, dst.base)); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	dst.checkCanary()
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestCreateRefusesSourcesThatLeadOut(t *testing.T) {
+	s := newSandbox(t)
+	os.Symlink(s.canary, filepath.Join(s.base, "out"))
+	os.Symlink("../canary", filepath.Join(s.base, "out2"))
+	os.Mkdir(filepath.Join(s.base, "in"), 0o755)
+	for _, name := range []string{"out", "out2", "out/secret", "out2/secret", "../canary/secret"} {
+		var buf bytes.Buffer
+		_, err := Create(&buf, s.root, name, CreateOptions{TopName: "x"})
+		if codeOf(err) != fsproto.CodePathEscape {
+			t.Errorf("Create(%q): %v, want path_escape", name, err)
+		}
+		if strings.Contains(buf.String(), "secret") {
+			t.Errorf("Create(%q) archived the secret", name)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := Create(&buf, s.root, "in/", CreateOptions{MustBeDir: true}); err != nil {
+		t.Errorf("a folder with a slash: %v", err)
+	}
+	mustWrite(t, filepath.Join(s.base, "f"), "F")
+	if _, err := Create(&buf, s.root, "f", CreateOptions{MustBeDir: true}); codeOf(err) != fsproto.CodeNotDirectory {
+		t.Errorf("a file named as a folder: %v", err)
+	}
+}
+
+func TestCreateSpecialFilesAndCaps(t *testing.T) {
+	s := newSandbox(t)
+	mustWrite(t, filepath.Join(s.base, "top", "f"), "12345")
+	if err := syscall.Mkfifo(filepath.Join(s.base, "top", "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(s.base, "top", "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var buf bytes.Buffer
+	if _, err := Create(&buf, s.root, "top", CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dst := newSandbox(t)
+	res, err := Extract(dst.root, Dest{Path: "copy"}, bytes.NewReader(buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	for _, sk := range res.Skipped {
+		skipped = append(skipped, sk.Name+" "+sk.Type)
+	}
+	if diff := cmp.Diff([]string{"fifo fifo", "sock socket"}, sortedCopy(skipped)); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	for _, tc := range []struct {
+		lim  Limits
+		code string
+	}{{Limits{MaxBytes: 4}, fsproto.CodeTooLarge}, {Limits{MaxEntryBytes: 4}, fsproto.CodeTooLarge}, {Limits{MaxEntries: 2}, fsproto.CodeTooLarge}, {Limits{MaxBytes: 5, MaxEntries: 4}, ""}} {
+		_, err := Create(io.Discard, s.root, "top", CreateOptions{Limits: tc.lim})
+		if codeOf(err) != tc.code {
+			t.Errorf("limits %+v: %v, want %q", tc.lim, err, tc.code)
+		}
+	}
+	if _, err := Create(io.Discard, s.root, "top/fifo", CreateOptions{}); codeOf(err) != fsproto.CodeUnsupportedFile {
+		t.Errorf("a FIFO as the source: %v", err)
+	}
+}
+
+// TestCreateSwapRace: while a folder of the source is swapped for a link to
+// the outside (and back) in a tight loop, Create never archives anything
+// from outside: it fails with path_escape or archives what was inside.
+func TestCreateSwapRace(t *testing.T) {
+	s := newSandbox(t)
+	d := filepath.Join(s.base, "top", "d")
+	mustWrite(t, filepath.Join(d, "inside"), "inside")
+	mustWrite(t, filepath.Join(s.canary, "sub", "secret2"), "secret")
+	real := filepath.Join(s.base, "top", "d.real")
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		link := filepath.Join(s.base, "top", "d.link")
+		for !stop.Load() {
+			os.Symlink(s.canary, link)
+			os.Rename(d, real)
+			os.Rename(link, d) // d is now a link to the canary
+			os.Rename(d, link)
+			os.Rename(real, d) // and a folder again
+			os.Remove(link)
+		}
+	}()
+	okRuns, refused := 0, 0
+	for i := 0; i < 300; i++ {
+		var buf bytes.Buffer
+		_, err := Create(&buf, s.root, "top", CreateOptions{})
+		if strings.Contains(buf.String(), "secret") {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("run %d archived a file from outside the root", i)
+		}
+		switch codeOf(err) {
+		case "":
+			okRuns++
+		case fsproto.CodePathEscape, fsproto.CodeNotFound:
+			refused++
+		default:
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d complete archives, %d refused", okRuns, refused)
+}
+
+func TestFilter(t *testing.T) {
+	tests := []struct {
+		name     string
+		ents     []ent
+		contents bool
+		lim      Limits
+		code     string
+		want     []string
+	}{
+		{name: "clean", ents: []ent{dir("top"), file("top/a", "A"), symlink("top/l", "a"), ent{name: "top/su", typ: tar.TypeReg, mode: 0o4755, body: "S"}, special("top/tty", tar.TypeChar)},
+			want: []string{"top/ 5 0755", "top/a 0 0644 A", "top/l 2 0777 -> a", "top/su 0 0755 S"}},
+		{name: "contents", contents: true, ents: []ent{dir("top"), file("top/a", "A"), symlink("top/l", "a")},
+			want: []string{"./ 5 0755", "./a 0 0644 A", "./l 2 0777 -> a"}},
+		{name: "dotdot", ents: []ent{dir("top"), file("top/../../x", "E")}, code: fsproto.CodePathEscape},
+		{name: "absolute", ents: []ent{dir("top"), file("/etc/x", "E")}, code: fsproto.CodePathEscape},
+		{name: "outside the top", ents: []ent{dir("top"), file("other", "E")}, code: fsproto.CodePathEscape},
+		{name: "link out", ents: []ent{dir("top"), symlink("top/l", "/etc")}, code: fsproto.CodePathEscape},
+		{name: "link up", ents: []ent{dir("top"), symlink("top/l", "../..")}, code: fsproto.CodePathEscape},
+		{name: "link up from contents", contents: true, ents: []ent{dir("top"), symlink("top/l", "..")}, code: fsproto.CodePathEscape},
+		{name: "through a link", ents: []ent{dir("top"), symlink("top/l", "."), file("top/l/x", "E")}, code: fsproto.CodePathEscape},
+		{name: "hard link", ents: []ent{dir("top"), file("top/a", "A"), hardlink("top/h", "top/a")}, code: fsproto.CodePathEscape},
+		{name: "cap", lim: Limits{MaxBytes: 1}, ents: []ent{dir("top"), file("top/a", "AA")}, code: fsproto.CodeTooLarge},
+		{name: "empty", code: fsproto.CodeBadArchive},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			data := mkTar(t, tc.ents...)
+			_, err := Filter(&out, bytes.NewReader(data), FilterOptions{Limits: tc.lim, Contents: tc.contents})
+			if codeOf(err) != tc.code {
+				t.Fatalf("error %v, want %q", err, tc.code)
+			}
+			if tc.code != "" {
+				return
+			}
+			if diff := cmp.Diff(tc.want, listTar(t, out.Bytes())); diff != "" {
+				t.Errorf("filtered (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWalkLinks: the final check catches a chain of links that each look
+// inside but resolve outside (defense in depth behind LinkInside).
+func TestWalkLinks(t *testing.T) {
+	s := newSandbox(t)
+	os.MkdirAll(filepath.Join(s.base, "sub"), 0o755)
+	os.Symlink("..", filepath.Join(s.base, "sub", "x"))
+	if err := walkLinks(s.root, ".", 0); err != nil {
+		t.Fatalf("a link to the root: %v", err)
+	}
+	os.Symlink("x/..", filepath.Join(s.base, "sub", "y"))
+	if err := walkLinks(s.root, ".", 0); codeOf(err) != fsproto.CodePathEscape {
+		t.Fatalf("a chain leading out: %v", err)
+	}
+}

@@ -1,0 +1,352 @@
+package tarsafe
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
+)
+
+func TestExtractLayouts(t *testing.T) {
+	folder := []ent{dir("top"), file("top/a", "A"), dir("top/sub"), file("top/sub/b", "B"), symlink("top/l", "a"), symlink("top/sub/up", "../a")}
+	tests := []struct {
+		name  string
+		setup func(s *sandbox)
+		dest  Dest
+		ents  []ent
+		want  []string
+	}{
+		{name: "folder to a new path", dest: Dest{Path: "dst"}, ents: folder,
+			want: []string{"dst/ 0755", "dst/a 0644 A", "dst/l -> a", "dst/sub/ 0755", "dst/sub/b 0644 B", "dst/sub/up -> ../a"}},
+		{name: "folder into an existing folder", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "keep"), "K") },
+			dest: Dest{Path: "dst"}, ents: folder,
+			want: []string{"dst/ 0755", "dst/keep 0644 K", "dst/top/ 0755", "dst/top/a 0644 A", "dst/top/l -> a", "dst/top/sub/ 0755", "dst/top/sub/b 0644 B", "dst/top/sub/up -> ../a"}},
+		{name: "folder contents into an existing folder", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "a"), "old") },
+			dest: Dest{Path: "dst", Contents: true}, ents: folder,
+			want: []string{"dst/ 0755", "dst/a 0644 A", "dst/l -> a", "dst/sub/ 0755", "dst/sub/b 0644 B", "dst/sub/up -> ../a"}},
+		{name: "merge into existing subfolders", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "top", "sub", "c"), "C") },
+			dest: Dest{Path: "dst"}, ents: folder,
+			want: []string{"dst/ 0755", "dst/top/ 0755", "dst/top/a 0644 A", "dst/top/l -> a", "dst/top/sub/ 0755", "dst/top/sub/b 0644 B", "dst/top/sub/c 0644 C", "dst/top/sub/up -> ../a"}},
+		{name: "file to a new path", dest: Dest{Path: "f2"}, ents: []ent{file("f", "F")}, want: []string{"f2 0644 F"}},
+		{name: "file into a folder", setup: func(s *sandbox) { os.Mkdir(filepath.Join(s.base, "d"), 0o755) },
+			dest: Dest{Path: "d", MustBeDir: true}, ents: []ent{file("f", "F")}, want: []string{"d/ 0755", "d/f 0644 F"}},
+		{name: "file over a file", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "f"), "old") },
+			dest: Dest{Path: "f"}, ents: []ent{file("f", "new")}, want: []string{"f 0644 new"}},
+		{name: "the base itself", dest: Dest{Path: "."}, ents: []ent{file("f", "F")}, want: []string{"f 0644 F"}},
+		{name: "link file", dest: Dest{Path: "l"}, ents: []ent{symlink("x", "y")}, want: []string{"l -> y"}},
+		{name: "raw archive", setup: func(s *sandbox) { os.Mkdir(filepath.Join(s.base, "d"), 0o755) },
+			dest: Dest{Path: "d", Raw: true}, ents: []ent{dir("./"), file("./a", "A"), file("b/c", "C"), hardlink("b/h", "./a")},
+			want: []string{"d/ 0755", "d/a 0644 A", "d/b/ 0755", "d/b/c 0644 C", "d/b/h 0644 A"}},
+		{name: "repeated names: the last wins", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/a", "1"), file("top/a", "2"), symlink("top/a", "x")},
+			want: []string{"dst/ 0755", "dst/a -> x"}},
+		{name: "read-only folder", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), {name: "top/ro", typ: tar.TypeDir, mode: 0o555}, file("top/ro/f", "F")},
+			want: []string{"dst/ 0755", "dst/ro/ 0555", "dst/ro/f 0644 F"}},
+		{name: "umask", dest: Dest{Path: "dst"}, ents: []ent{{name: "top", typ: tar.TypeDir, mode: 0o777}, {name: "top/x", typ: tar.TypeReg, mode: 0o777, body: "X"}},
+			want: []string{"dst/ 0755", "dst/x 0755 X"}},
+		{name: "implicit parents", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/p/q/f", "F")},
+			want: []string{"dst/ 0755", "dst/p/ 0755", "dst/p/q/ 0755", "dst/p/q/f 0644 F"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			if _, err := s.extract(tc.dest, mkTar(t, tc.ents...), Options{Umask: 0o022}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, tree(t, s.base)); diff != "" {
+				t.Errorf("destination (-want +got):\n%s", diff)
+			}
+			s.checkCanary()
+			s.noStaging()
+		})
+	}
+}
+
+func TestExtractKeepsModesAndTimes(t *testing.T) {
+	s := newSandbox(t)
+	ents := []ent{{name: "top", typ: tar.TypeDir, mode: 0o750}, {name: "top/x", typ: tar.TypeReg, mode: 0o4777, body: "X"}, {name: "top/g", typ: tar.TypeReg, mode: 0o2640, body: "G"}}
+	res, err := s.extract(Dest{Path: "dst"}, mkTar(t, ents...), Options{KeepMode: true, Umask: 0o077})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dst/ 0750", "dst/g 0640 G", "dst/x 0777 X"}
+	if diff := cmp.Diff(want, tree(t, s.base)); diff != "" {
+		t.Errorf("modes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"x", "g"}, res.Stripped); diff != "" {
+		t.Errorf("stripped (-want +got):\n%s", diff)
+	}
+	fi, err := os.Stat(filepath.Join(s.base, "dst", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.ModTime().Equal(testTime) {
+		t.Errorf("mtime %v, want %v", fi.ModTime(), testTime)
+	}
+}
+
+// TestExtractHostile: every refused archive leaves the destination as it
+// was, writes nothing outside it and leaves no staging folder.
+func TestExtractHostile(t *testing.T) {
+	big := int64(100) << 30
+	tests := []struct {
+		name  string
+		setup func(s *sandbox)
+		dest  Dest
+		ents  []ent
+		data  func(s *sandbox) []byte // instead of ents
+		lim   Limits
+		code  string
+		// want is the base folder afterwards (nil: empty).
+		want []string
+	}{
+		{name: "dotdot", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/../../evil", "E")}, code: fsproto.CodePathEscape},
+		{name: "dotdot raw", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{file("../evil", "E")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "dotdot in the middle", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{file("a/../../canary/secret", "E")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "absolute", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{file("ok", "1"), file("/abs", "E")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "absolute to the canary", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, data: func(s *sandbox) []byte {
+			return mkTar(t, file(filepath.Join(s.canary, "secret"), "E"))
+		}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "entry outside the top folder", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("other", "E")}, code: fsproto.CodePathEscape},
+		{name: "second entry of a file copy", dest: Dest{Path: "f"}, ents: []ent{file("f", "F"), file("g", "E")}, code: fsproto.CodePathEscape},
+		{name: "absolute symlink", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/out", "/etc")}, code: fsproto.CodePathEscape},
+		{name: "symlink up and out", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/out2", "../../..")}, code: fsproto.CodePathEscape},
+		{name: "symlink out then a file through it", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte {
+			return mkTar(t, dir("top"), symlink("top/link", s.canary), file("top/link/x", "E"))
+		}, code: fsproto.CodePathEscape},
+		{name: "relative symlink to the canary then a file through it", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/link", "../canary"), file("top/link/x", "E")}, code: fsproto.CodePathEscape},
+		{name: "symlink with .. after a name", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), dir("top/sub"), symlink("top/sub/x", ".."), symlink("top/sub/y", "x/../.."), file("top/sub/y/evil", "E")}, code: fsproto.CodePathEscape},
+		{name: "single symlink leading out", dest: Dest{Path: "l"}, ents: []ent{symlink("l", "../canary")}, code: fsproto.CodePathEscape},
+		{name: "hard link to an absolute path", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{hardlink("h", "/etc/shadow")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "hard link up", setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{hardlink("h", "../canary/secret")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "hard link to a file the copy did not write", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "mine"), "M") },
+			dest: Dest{Path: "dst", Raw: true}, ents: []ent{hardlink("h", "mine")}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755", "dst/mine 0644 M"}},
+		{name: "hard link as a single file", dest: Dest{Path: "h"}, ents: []ent{hardlink("h", "x")}, code: fsproto.CodePathEscape},
+		{name: "existing link to the outside in the destination", setup: func(s *sandbox) {
+			os.Mkdir(filepath.Join(s.base, "dst"), 0o755)
+			os.Symlink(s.canary, filepath.Join(s.base, "dst", "sub"))
+		}, dest: Dest{Path: "dst", Contents: true}, ents: []ent{dir("top"), dir("top/sub"), file("top/sub/file", "E")}, code: fsproto.CodePathEscape,
+			want: []string{"dst/ 0755", "dst/sub -> CANARY"}},
+		{name: "existing relative link to the outside", setup: func(s *sandbox) {
+			os.Mkdir(filepath.Join(s.base, "dst"), 0o755)
+			os.Symlink("../../canary", filepath.Join(s.base, "dst", "sub"))
+		}, dest: Dest{Path: "dst", Contents: true}, ents: []ent{dir("top"), file("top/ok", "1"), dir("top/sub"), file("top/sub/file", "E")}, code: fsproto.CodePathEscape,
+			want: []string{"dst/ 0755", "dst/sub -> ../../canary"}},
+		{name: "file over a folder", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "f", "keep"), "K") },
+			dest: Dest{Path: "dst"}, ents: []ent{file("f", "E")}, code: fsproto.CodeIsDirectory, want: []string{"dst/ 0755", "dst/f/ 0755", "dst/f/keep 0644 K"}},
+		{name: "folder over a file", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst"), "K") },
+			dest: Dest{Path: "dst"}, ents: []ent{dir("top")}, code: fsproto.CodeNotDirectory, want: []string{"dst 0644 K"}},
+		{name: "missing folder with a slash", dest: Dest{Path: "nope", MustBeDir: true}, ents: []ent{file("f", "F")}, code: fsproto.CodeNotFound},
+		{name: "missing parent", dest: Dest{Path: "a/b"}, ents: []ent{file("f", "F")}, code: fsproto.CodeNotFound},
+		{name: "sparse 100 GiB file", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/small", "s"), {name: "top/big", typ: tar.TypeReg, mode: 0o644, size: big}}, code: fsproto.CodeTooLarge},
+		{name: "sparse 100 GiB single file", dest: Dest{Path: "big"}, ents: []ent{{name: "big", typ: tar.TypeReg, mode: 0o644, size: big}}, code: fsproto.CodeTooLarge},
+		{name: "total cap", dest: Dest{Path: "dst"}, lim: Limits{MaxBytes: 10}, ents: []ent{dir("top"), file("top/a", "123456"), file("top/b", "123456")}, code: fsproto.CodeTooLarge},
+		{name: "per-file cap", dest: Dest{Path: "dst"}, lim: Limits{MaxEntryBytes: 5}, ents: []ent{dir("top"), file("top/a", "1234"), file("top/b", "123456")}, code: fsproto.CodeTooLarge},
+		{name: "entry cap", dest: Dest{Path: "dst"}, lim: Limits{MaxEntries: 3}, ents: []ent{dir("top"), file("top/a", ""), file("top/b", ""), file("top/c", "")}, code: fsproto.CodeTooLarge},
+		{name: "caps into an existing folder leave it as it was", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "a"), "old") },
+			dest: Dest{Path: "dst", Contents: true}, lim: Limits{MaxBytes: 10}, ents: []ent{dir("top"), file("top/a", "new"), file("top/b", "12345678")}, code: fsproto.CodeTooLarge,
+			want: []string{"dst/ 0755", "dst/a 0644 old"}},
+		{name: "truncated", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte {
+			b := mkTar(t, dir("top"), file("top/a", strings.Repeat("x", 5000)))
+			return b[:1500]
+		}, code: fsproto.CodeBadArchive},
+		{name: "empty", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte { return nil }, code: fsproto.CodeBadArchive},
+		{name: "garbage", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte { return bytes.Repeat([]byte("garbage!"), 200) }, code: fsproto.CodeBadArchive},
+		{name: "trailing garbage", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte {
+			return append(mkTar(t, dir("top")), make([]byte, maxTrailing+4096)...)
+		}, code: fsproto.CodeBadArchive},
+		{name: "top with a slash", dest: Dest{Path: "dst"}, ents: []ent{file("a/b", "E")}, code: fsproto.CodeBadArchive},
+		{name: "long name", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/"+strings.Repeat("n/", 2100)+"f", "E")}, code: fsproto.CodeBadArchive},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			data := tc.data
+			if data == nil {
+				data = func(*sandbox) []byte { return mkTar(t, tc.ents...) }
+			}
+			_, err := s.extract(tc.dest, data(s), Options{Limits: tc.lim, Umask: 0o022})
+			if got := codeOf(err); got != tc.code {
+				t.Fatalf("error code %q, want %q (%v)", got, tc.code, err)
+			}
+			got := tree(t, s.base)
+			for i, g := range got {
+				got[i] = strings.ReplaceAll(g, s.canary, "CANARY")
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("the destination changed (-want +got):\n%s", diff)
+			}
+			s.checkCanary()
+		})
+	}
+}
+
+func mkdirDst(s *sandbox) { os.Mkdir(filepath.Join(s.base, "dst"), 0o755) }
+
+func TestExtractSkipsDevicesAndStripsBits(t *testing.T) {
+	s := newSandbox(t)
+	mkdirDst(s)
+	data := mkTar(t, special("tty", tar.TypeChar), special("sda", tar.TypeBlock), special("fifo", tar.TypeFifo),
+		ent{name: "sock", typ: tar.TypeFifo, pax: map[string]string{PAXType: fsproto.TypeSocket}},
+		ent{name: "su", typ: tar.TypeReg, mode: 0o4755, body: "#!"}, ent{name: "sticky", typ: tar.TypeDir, mode: 0o1777},
+		ent{name: "odd", typ: 'Z'})
+	res, err := s.extract(Dest{Path: "dst", Raw: true}, data, Options{Umask: 0o022})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"dst/ 0755", "dst/sticky/ 0755", "dst/su 0755 #!"}, tree(t, s.base)); diff != "" {
+		t.Errorf("destination (-want +got):\n%s", diff)
+	}
+	want := []Skipped{
+		{"tty", "char-device", "devices, FIFOs and sockets are not copied"},
+		{"sda", "block-device", "devices, FIFOs and sockets are not copied"},
+		{"fifo", "fifo", "devices, FIFOs and sockets are not copied"},
+		{"sock", "socket", "devices, FIFOs and sockets are not copied"},
+		{"odd", `type 'Z'`, "unsupported entry type"},
+	}
+	if diff := cmp.Diff(want, res.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"su", "sticky"}, res.Stripped); diff != "" {
+		t.Errorf("stripped (-want +got):\n%s", diff)
+	}
+	s.checkCanary()
+}
+
+// TestExtractReplacesLinksInsteadOfWritingThrough: an existing hard link or
+// symbolic link where the copy writes a file is replaced, and what it led
+// to is untouched.
+func TestExtractReplacesLinksInsteadOfWritingThrough(t *testing.T) {
+	s := newSandbox(t)
+	mkdirDst(s)
+	secret := filepath.Join(s.canary, "secret")
+	if err := os.Link(secret, filepath.Join(s.base, "dst", "hard")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(s.base, "dst", "soft")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hard", "soft"} {
+		if _, err := s.extract(Dest{Path: "dst"}, mkTar(t, file(name, "new")), Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := mkTar(t, dir("top"), file("top/hard", "new2"), file("top/soft", "new2"))
+	if _, err := s.extract(Dest{Path: "dst", Contents: true}, data, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"dst/ 0755", "dst/hard 0644 new2", "dst/soft 0644 new2"}, tree(t, s.base)); diff != "" {
+		t.Errorf("destination (-want +got):\n%s", diff)
+	}
+	s.checkCanary()
+}
+
+// TestExtractFollowsLinksInside: a link of the destination that stays
+// inside it is followed (merge into its target).
+func TestExtractFollowsLinksInside(t *testing.T) {
+	s := newSandbox(t)
+	mustWrite(t, filepath.Join(s.base, "dst", "real", "keep"), "K")
+	if err := os.Symlink("real", filepath.Join(s.base, "dst", "sub")); err != nil {
+		t.Fatal(err)
+	}
+	data := mkTar(t, dir("top"), dir("top/sub"), file("top/sub/file", "F"))
+	if _, err := s.extract(Dest{Path: "dst", Contents: true}, data, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dst/ 0755", "dst/real/ 0755", "dst/real/file 0644 F", "dst/real/keep 0644 K", "dst/sub -> real"}
+	if diff := cmp.Diff(want, tree(t, s.base)); diff != "" {
+		t.Errorf("destination (-want +got):\n%s", diff)
+	}
+}
+
+// TestExtractSenderError: a stream that fails (the sender's error, or an
+// upload that was not committed) is returned as it is and leaves nothing.
+func TestExtractSenderError(t *testing.T) {
+	boom := fsproto.Errorf(fsproto.CodePathEscape, "the sender refused")
+	for _, tc := range []struct {
+		name string
+		r    func(data []byte) io.Reader
+		want error
+	}{
+		{"sender error", func(d []byte) io.Reader { return io.MultiReader(bytes.NewReader(d[:len(d)-1024]), errReader{boom}) }, boom},
+		{"after the end", func(d []byte) io.Reader { return io.MultiReader(bytes.NewReader(d), errReader{boom}) }, boom},
+		{"not committed", func(d []byte) io.Reader {
+			var buf bytes.Buffer
+			w := fsproto.NewCommitWriter(&buf)
+			w.Write(d)
+			return fsproto.NewCommitReader(&buf)
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			data := mkTar(t, dir("top"), file("top/a", "A"), file("top/b", strings.Repeat("b", 3000)))
+			_, err := Extract(s.root, Dest{Path: "dst"}, tc.r(data), Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want the sender's %v", err, tc.want)
+			}
+			if got := tree(t, s.base); len(got) != 0 {
+				t.Fatalf("the failed copy left %q", got)
+			}
+		})
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestCleanName(t *testing.T) {
+	tests := []struct{ in, want, code string }{
+		{"a", "a", ""}, {"./a/b/", "a/b", ""}, {"a//b", "a/b", ""}, {".", "", ""}, {"./", "", ""},
+		{"", "", fsproto.CodeBadArchive}, {"/a", "", fsproto.CodePathEscape}, {"..", "", fsproto.CodePathEscape},
+		{"a/../b", "", fsproto.CodePathEscape}, {"a/..", "", fsproto.CodePathEscape}, {"a\x00b", "", fsproto.CodePathEscape},
+		{strings.Repeat("a", MaxNameLen+1), "", fsproto.CodeBadArchive}, {"...", "...", ""}, {"a\\..\\b", "a\\..\\b", ""},
+	}
+	for _, tc := range tests {
+		got, err := CleanName(tc.in)
+		if codeOf(err) != tc.code || got != tc.want {
+			t.Errorf("CleanName(%q) = %q, %v; want %q, code %q", tc.in, got, err, tc.want, tc.code)
+		}
+	}
+}
+
+func TestLinkInside(t *testing.T) {
+	tests := []struct {
+		name, target string
+		want         bool
+	}{
+		{"l", "x", true}, {"l", "./x", true}, {"l", ".", true}, {"l", "..", false}, {"l", "../x", false},
+		{"a/l", "..", true}, {"a/l", "../x", true}, {"a/l", "../../x", false}, {"a/b/l", "../../x/y", true},
+		{"a/l", "/etc", false}, {"a/l", "", false}, {"a/l", "x/../y", false}, {"a/b/l", "x/../../y", false},
+		{"a/l", "x\x00", false}, {"a/l", "x/./y/", true},
+	}
+	for _, tc := range tests {
+		if got := LinkInside(tc.name, tc.target); got != tc.want {
+			t.Errorf("LinkInside(%q, %q) = %v, want %v", tc.name, tc.target, got, tc.want)
+		}
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 2 << 30: "2 GiB", 100 << 30: "100 GiB"} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

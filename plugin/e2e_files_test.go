@@ -1,0 +1,908 @@
+package plugin_test
+
+// End-to-end tests of `docker sandbox cp` and `docker sandbox files`
+// (DESIGN.md, "Files and path confinement"): copies in every direction
+// against the real engine, and the hostile cases, each asserting what must
+// NOT exist or change afterwards, on the host and in the sandbox.
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// cpSh runs a shell script in the scope's sandbox and fails unless it
+// exits 0; it returns stdout.
+func cpSh(t *testing.T, scope, script string) string {
+	t.Helper()
+	r := sb(t, "exec", "-s", scope, "--lang", "sh", "-c", script)
+	wantCode(t, r, 0)
+	return r.Stdout
+}
+
+// cpHostTree lists a host folder: "name=content" for files, "name/" for
+// folders, "name -> target" for links, with " mode" for files and folders.
+func cpHostTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out = append(out, rel+" -> "+target)
+		case fi.IsDir():
+			out = append(out, fmt.Sprintf("%s/ %04o", rel, fi.Mode().Perm()))
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			out = append(out, fmt.Sprintf("%s=%s %04o", rel, b, fi.Mode().Perm()))
+		default:
+			out = append(out, fmt.Sprintf("%s %v", rel, fi.Mode()))
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cpCanary is a host folder outside every destination, with a secret file;
+// cpCanaryIntact fails when anything in it changed.
+type cpCanary struct{ dir string }
+
+func newCpCanary(t *testing.T) cpCanary {
+	t.Helper()
+	c := cpCanary{dir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(c.dir, "secret"), []byte("SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c cpCanary) intact(t *testing.T) {
+	t.Helper()
+	if got := cpHostTree(t, c.dir); len(got) != 1 || got[0] != "secret=SECRET 0600" {
+		t.Fatalf("the canary folder outside the destination changed: %q", got)
+	}
+}
+
+// cpWantErr fails unless r is exit 125 with the JSON error code.
+func cpWantErr(t *testing.T, r result, code string) {
+	t.Helper()
+	wantCode(t, r, 125)
+	if j := decodeErr(t, r); j.Error.Code != code {
+		t.Fatalf("error code %q, want %q:\n%s", j.Error.Code, code, r)
+	}
+}
+
+// cpMissing fails when p exists on the host.
+func cpMissing(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err == nil {
+		t.Fatalf("%s exists on the host, and must not", p)
+	}
+}
+
+// cpTar builds a tar stream from headers (a regular file's content is in
+// its Linkname field, moved to the body).
+func cpTar(t *testing.T, hs ...*tar.Header) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range hs {
+		body := ""
+		if h.Typeflag == tar.TypeReg {
+			body, h.Linkname = h.Linkname, ""
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, body)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// cpTmpList lists the sandbox's /tmp without the code files exec puts there.
+const cpTmpList = "find /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*'"
+
+// cpJSON mirrors the documented cp --format json schema.
+type cpJSON struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Files       int64  `json:"files"`
+	Dirs        int64  `json:"dirs"`
+	Symlinks    int64  `json:"symlinks"`
+	Hardlinks   int64  `json:"hardlinks"`
+	Bytes       int64  `json:"bytes"`
+	Skipped     []struct {
+		Name   string `json:"name"`
+		Type   string `json:"type"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
+	SkippedCount  int64    `json:"skipped_count"`
+	Stripped      []string `json:"stripped"`
+	StrippedCount int64    `json:"stripped_count"`
+}
+
+func cpDecode(t *testing.T, r result) cpJSON {
+	t.Helper()
+	wantCode(t, r, 0)
+	var j cpJSON
+	dec := json.NewDecoder(strings.NewReader(r.Stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		t.Fatalf("cp --format json: %v\n%s", err, r)
+	}
+	return j
+}
+
+func cpWriteHost(t *testing.T, p, body string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCpRoundTrip: host -> sandbox -> host with docker cp's rules: a
+// folder to a new path, a file into a folder, "/." for a folder's
+// contents, -a for exact modes, and setuid bits always removed.
+func TestCpRoundTrip(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	cpWriteHost(t, filepath.Join(src, "a.txt"), "A", 0o644)
+	cpWriteHost(t, filepath.Join(src, "sub", "b.txt"), "B", 0o600)
+	cpWriteHost(t, filepath.Join(src, "run.sh"), "#!/bin/sh", 0o755)
+	cpWriteHost(t, filepath.Join(src, "su"), "S", os.ModeSetuid|0o755)
+	cpWriteHost(t, filepath.Join(src, "w.txt"), "W", 0o666)
+	if err := os.Symlink("a.txt", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cpWriteHost(t, filepath.Join(host, "f.txt"), "F", 0o640)
+
+	r := sb(t, "cp", "--format", "json", src, s+":src")
+	j := cpDecode(t, r)
+	if j.Files != 5 || j.Dirs != 2 || j.Symlinks != 1 || j.Bytes != 13 || j.StrippedCount != 1 || j.Source != src || j.Destination != s+":src" {
+		t.Errorf("cp --format json: %+v", j)
+	}
+	execMustPass(t, "cp", filepath.Join(host, "f.txt"), s+":src/")
+	execMustPass(t, "cp", "-a", src, s+":/opt/user/kept")
+	got := cpSh(t, s, `cd /opt/workspace/src && find . | sort | while read f; do printf '%s %s\n' "$f" "$(stat -c %a "$f")"; done; readlink link; stat -c %a /opt/user/kept/su /opt/user/kept/sub/b.txt /opt/user/kept/w.txt`)
+	want := ". 755\n./a.txt 644\n./f.txt 640\n./link 777\n./run.sh 755\n./su 755\n./sub 755\n./sub/b.txt 600\n./w.txt 644\na.txt\n755\n600\n666\n"
+	if got != want {
+		t.Errorf("in the sandbox:\n%s\nwant:\n%s", got, want)
+	}
+
+	out := filepath.Join(host, "out")
+	execMustPass(t, "cp", s+":src", out) // a new folder
+	wantTree := []string{"a.txt=A 0644", "f.txt=F 0640", "link -> a.txt", "run.sh=#!/bin/sh 0755", "su=S 0755", "sub/ 0755", "sub/b.txt=B 0600", "w.txt=W 0644"}
+	if diff := cmp.Diff(wantTree, cpHostTree(t, out)); diff != "" {
+		t.Errorf("copied back (-want +got):\n%s", diff)
+	}
+	into := filepath.Join(host, "into")
+	os.Mkdir(into, 0o755)
+	execMustPass(t, "cp", s+":src", into)                                         // into an existing folder
+	execMustPass(t, "cp", s+":src/.", into)                                       // its contents
+	execMustPass(t, "cp", s+":src/sub/b.txt", filepath.Join(into, "renamed.txt")) // a file to a new name
+	tr := cpHostTree(t, into)
+	for _, w := range []string{"src/ 0755", "src/sub/b.txt=B 0600", "a.txt=A 0644", "sub/b.txt=B 0600", "renamed.txt=B 0600"} {
+		if !cpContains(tr, w) {
+			t.Errorf("missing %q in %q", w, tr)
+		}
+	}
+	// docker cp's error cases.
+	cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "f.txt"), s+":nope/"), "file_not_found")
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":src", filepath.Join(out, "a.txt")), "not_directory")
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":src/a.txt/", filepath.Join(host, "x")), "not_directory")
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":nothing", filepath.Join(host, "x")), "file_not_found")
+	cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "nothing"), s+":x"), "file_not_found")
+	cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "f.txt"), filepath.Join(host, "g.txt")), "bad_flag")
+	cpMissing(t, filepath.Join(host, "x"))
+	cpMissing(t, filepath.Join(host, "g.txt"))
+}
+
+func cpContains(list []string, s string) bool {
+	for _, l := range list {
+		if l == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCpBetweenSandboxes: another scope and a session, streamed from one
+// helper to the other; sessions keep their workspaces apart.
+func TestCpBetweenSandboxes(t *testing.T) {
+	needE2E(t)
+	a, b := newScope(t), newScope(t)
+	cpSh(t, a, `mkdir -p data/sub && echo one > data/1.txt && echo two > data/sub/2.txt && ln -s 1.txt data/l`)
+	execMustPass(t, "cp", a+":data", a+"/chatA:copy")
+	execMustPass(t, "cp", a+"/chatA:copy", b+":/opt/user/fromA")
+	execMustPass(t, "cp", a+":data/.", b+"/s2:")
+	got := cpSh(t, b, `cd /opt/user/fromA && cat 1.txt sub/2.txt && readlink l`)
+	if got != "one\ntwo\n1.txt\n" {
+		t.Errorf("in %s: %q", b, got)
+	}
+	if got := strings.TrimSpace(sb(t, "exec", "-s", b, "--session", "s2", "-c", "cat /opt/workspace/sub/2.txt").Stdout); got != "two" {
+		t.Errorf("in %s/s2: %q", b, got)
+	}
+	// The session's copy is in its own workspace, not the scope's.
+	if got := cpSh(t, a, `test -e /opt/workspace/copy && echo leaked || echo private`); got != "private\n" {
+		t.Errorf("a session's workspace is visible in the scope's: %q", got)
+	}
+}
+
+// TestCpTarStreams: "-" as SRC extracts a tar stream into a folder, "-" as
+// DST writes one.
+func TestCpTarStreams(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, "mkdir in")
+	data := cpTar(t, &tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+		&tar.Header{Name: "./x.txt", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "X"},
+		&tar.Header{Name: "./d/y.txt", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "Y"})
+	wantCode(t, sbRun(t, run{args: []string{"cp", "-", s + ":in"}, stdin: bytes.NewReader(data)}), 0)
+	if got := cpSh(t, s, "cat in/x.txt in/d/y.txt"); got != "XY" {
+		t.Errorf("extracted: %q", got)
+	}
+	r := sb(t, "cp", s+":in", "-")
+	wantCode(t, r, 0)
+	var names []string
+	tr := tar.NewReader(strings.NewReader(r.Stdout))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("cp SRC - wrote a bad tar stream: %v", err)
+		}
+		names = append(names, h.Name)
+	}
+	sort.Strings(names)
+	if diff := cmp.Diff([]string{"in/", "in/d/", "in/d/y.txt", "in/x.txt"}, names); diff != "" {
+		t.Errorf("tar stream (-want +got):\n%s", diff)
+	}
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":in", "-"), "bad_flag")
+	cpWantErr(t, sbRun(t, run{args: []string{"cp", "--format", "json", "-", s + ":nope"}, stdin: bytes.NewReader(data)}), "file_not_found")
+}
+
+// TestCpStartsSandbox: copying into a scope that has no container creates
+// it; into one whose container was stopped starts a new one; all of it
+// with the read-only root filesystem in place.
+func TestCpStartsSandbox(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	host := t.TempDir()
+	cpWriteHost(t, filepath.Join(host, "f.txt"), "persisted", 0o644)
+	execMustPass(t, "cp", filepath.Join(host, "f.txt"), s+":f.txt")
+	if c, _ := objects(t, s); c != 1 {
+		t.Fatalf("cp into a new scope: %d containers, want 1", c)
+	}
+	if !inspectSandbox(t, s, "").HostConfig.ReadonlyRootfs {
+		t.Fatal("the sandbox's root filesystem is not read-only")
+	}
+	execMustPass(t, "stop", s)
+	poll(t, 30*time.Second, func() error {
+		if c, _ := objects(t, s); c != 0 {
+			return fmt.Errorf("%d containers", c)
+		}
+		return nil
+	})
+	execMustPass(t, "cp", s+":f.txt", filepath.Join(host, "back.txt"))
+	if b, _ := os.ReadFile(filepath.Join(host, "back.txt")); string(b) != "persisted" {
+		t.Fatalf("copied back from a restarted sandbox: %q", b)
+	}
+	wantStdout(t, sb(t, "files", "cat", s+":f.txt"), "persisted")
+}
+
+// cpEntry mirrors the documented files ls --format json entry.
+type cpEntry struct {
+	Name       string    `json:"name"`
+	Type       string    `json:"type"`
+	Size       int64     `json:"size"`
+	Mode       string    `json:"mode"`
+	ModTime    time.Time `json:"mod_time"`
+	LinkTarget string    `json:"link_target"`
+}
+
+func TestFilesCommands(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	wantCode(t, sbIn(t, "hello\n", "files", "put", s+":notes/day1.txt"), 0) // creates the parents
+	wantStdout(t, sb(t, "files", "cat", s+":notes/day1.txt"), "hello\n")
+	wantCode(t, sbIn(t, "v2", "files", "put", "--mode", "0600", s+":notes/day1.txt"), 0) // overwrites
+	wantStdout(t, sb(t, "files", "cat", "-s", s, "notes/day1.txt"), "v2")
+	r := sbIn(t, "x", "files", "put", "--format", "json", s+":/opt/user/u.txt")
+	wantStdout(t, r, `{"path":"/opt/user/u.txt","bytes":1}`+"\n")
+	cpSh(t, s, "ln -s day1.txt notes/link && mkdir notes/sub")
+
+	r = sb(t, "files", "ls", "--format", "json", s+":notes")
+	wantCode(t, r, 0)
+	var ls struct {
+		Path    string    `json:"path"`
+		Entries []cpEntry `json:"entries"`
+	}
+	dec := json.NewDecoder(strings.NewReader(r.Stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ls); err != nil {
+		t.Fatalf("files ls --format json: %v\n%s", err, r)
+	}
+	if ls.Path != "/opt/workspace/notes" || len(ls.Entries) != 3 {
+		t.Fatalf("ls: %+v", ls)
+	}
+	e := ls.Entries
+	if e[0].Name != "day1.txt" || e[0].Type != "file" || e[0].Size != 2 || e[0].Mode != "0600" || time.Since(e[0].ModTime) > time.Hour ||
+		e[1].Name != "link" || e[1].Type != "symlink" || e[1].LinkTarget != "day1.txt" || e[2].Name != "sub" || e[2].Type != "dir" {
+		t.Errorf("ls entries: %+v", e)
+	}
+	r = sb(t, "files", "ls", "-r", s+":")
+	wantCode(t, r, 0)
+	for _, w := range []string{"notes/", "notes/day1.txt", "notes/link -> day1.txt", "notes/sub/"} {
+		if !strings.Contains(r.Stdout, w) {
+			t.Errorf("ls -r lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	cpWantErr(t, sb(t, "files", "rm", "--format", "json", s+":notes"), "is_directory")
+	cpWantErr(t, sb(t, "files", "cat", "--format", "json", s+":notes"), "is_directory")
+	cpWantErr(t, sb(t, "files", "cat", "--format", "json", s+":nope"), "file_not_found")
+	execMustPass(t, "files", "rm", s+":notes/link")
+	wantStdout(t, sb(t, "files", "cat", s+":notes/day1.txt"), "v2") // rm of a link leaves its target
+	wantStdout(t, sb(t, "files", "rm", "-r", "--format", "json", s+":notes"), `{"path":"/opt/workspace/notes","removed":true}`+"\n")
+	wantStdout(t, sb(t, "files", "rm", "-f", "--format", "json", s+":notes"), `{"path":"/opt/workspace/notes","removed":false}`+"\n")
+	// Without a session, /opt/user is the workspace's volume too.
+	if got := cpSh(t, s, "ls -A /opt/workspace"); got != "u.txt\n" {
+		t.Errorf("after rm -r: %q", got)
+	}
+}
+
+// TestFilesPutInterrupted: a put whose plugin is killed mid-upload leaves
+// the old file, never a half-written one, and no temporary file.
+func TestFilesPutInterrupted(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	wantCode(t, sbIn(t, "old", "files", "put", s+":f.txt"), 0)
+	cmd := osexec.Command(pluginBin, "files", "put", s+":f.txt")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("new!"), 64<<10)
+	for i := 0; i < 8; i++ { // 2 MiB, then the plugin dies
+		if _, err := stdin.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait until the helper's temporary file exists: the upload is on
+	// its way.
+	poll(t, 30*time.Second, func() error {
+		if out := cpSh(t, s, "ls -A /opt/workspace"); !strings.Contains(out, ".sandbox-cp-put-") {
+			return fmt.Errorf("no upload in progress yet: %q", out)
+		}
+		return nil
+	})
+	cmd.Process.Kill()
+	cmd.Wait()
+	stdin.Close()
+	poll(t, 30*time.Second, func() error {
+		if out := cpSh(t, s, "ls -A /opt/workspace"); out != "f.txt\n" {
+			return fmt.Errorf("the workspace holds %q", out)
+		}
+		return nil
+	})
+	wantStdout(t, sb(t, "files", "cat", s+":f.txt"), "old")
+}
+
+// TestCpHostileSymlinks: links planted by the sandbox that lead outside, at
+// any depth, are refused (path_escape) and never followed, in both
+// directions and by every files command; nothing is read from outside the
+// workspace and nothing is written outside the destination.
+func TestCpHostileSymlinks(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, `ln -s /etc out && ln -s ../../.. out2 && mkdir -p folder deep/a && echo ok > folder/ok &&
+		ln -s /root folder/link && ln -s /tmp tmpl && ln -s /tmp deep/a/tmpl`)
+	host := t.TempDir()
+	canary := newCpCanary(t)
+	for i, src := range []string{"out/passwd", "out2", "out2/etc/passwd", "out", "folder", "deep/a/tmpl/x", "/opt/workspace/out/hostname"} {
+		dst := filepath.Join(host, fmt.Sprintf("dst%d", i))
+		cpWantErr(t, sb(t, "cp", "--format", "json", s+":"+src, dst), "path_escape")
+		cpMissing(t, dst)
+	}
+	// The refused folder copy wrote nothing through its link to /root.
+	cpMissing(t, "/root/x")
+	cpMissing(t, "/root/ok")
+	if got := cpHostTree(t, host); len(got) != 0 {
+		t.Fatalf("refused copies left %q on the host", got)
+	}
+	// Writes into the sandbox through links to /tmp (writable there) are
+	// refused too, at any depth.
+	cpWriteHost(t, filepath.Join(host, "payload.txt"), "P", 0o644)
+	for _, dst := range []string{"tmpl/", "tmpl/p.txt", "deep/a/tmpl/", "/opt/workspace/deep/a/tmpl/p.txt"} {
+		cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "payload.txt"), s+":"+dst), "path_escape")
+	}
+	for _, args := range [][]string{
+		{"files", "cat", s + ":out/passwd"}, {"files", "ls", s + ":out"}, {"files", "ls", "-r", s + ":out2"},
+		{"files", "cat", s + ":deep/a/tmpl/x"}, {"files", "rm", s + ":tmpl/x"}, {"files", "rm", "-r", s + ":deep/a/tmpl/x"},
+	} {
+		cpWantErr(t, sb(t, append(args, "--format", "json")...), "path_escape")
+	}
+	for _, dst := range []string{"tmpl/evil", "deep/a/tmpl/evil", "out2/tmp/evil"} {
+		cpWantErr(t, sbIn(t, "evil", "files", "put", "--format", "json", s+":"+dst), "path_escape")
+	}
+	if got := cpSh(t, s, cpTmpList); got != "" {
+		t.Fatalf("writes went through a link to /tmp: %q", got)
+	}
+	canary.intact(t)
+	// The folder copies fine once the link is gone: the refusal was about
+	// the link.
+	execMustPass(t, "files", "rm", s+":folder/link")
+	execMustPass(t, "cp", s+":folder", filepath.Join(host, "ok"))
+	if diff := cmp.Diff([]string{"ok/ 0755", "ok/ok=ok\n 0644", "payload.txt=P 0644"}, cpHostTree(t, host)); diff != "" {
+		t.Errorf("host (-want +got):\n%s", diff)
+	}
+}
+
+// TestCpHostilePaths: paths outside /opt/workspace and /opt/user are
+// refused before anything runs in the sandbox.
+func TestCpHostilePaths(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	host := t.TempDir()
+	for _, p := range []string{"../../etc/passwd", "/etc/passwd", "/proc/self/environ", "/opt/sandbox/sandbox-helper", "/opt/workspace/../../etc/shadow", "/opt/workspacex"} {
+		dst := filepath.Join(host, "dst")
+		cpWantErr(t, sb(t, "cp", "--format", "json", s+":"+p, dst), "path_escape")
+		cpMissing(t, dst)
+		cpWantErr(t, sb(t, "files", "cat", "--format", "json", s+":"+p), "path_escape")
+		cpWantErr(t, sbIn(t, "x", "files", "put", "--format", "json", s+":"+p), "path_escape")
+	}
+	// (A NUL byte cannot travel in a command's arguments; the path rules'
+	// unit and fuzz tests cover it.)
+	if c, v := objects(t, s); c != 0 || v != 0 {
+		t.Fatalf("refused paths created %d containers and %d volumes", c, v)
+	}
+}
+
+// TestCpHostileTarIn: a host tar fed to `cp - SCOPE:dir` with entries that
+// escape, link out, are devices or setuid: the escapes are refused and
+// leave nothing; devices are skipped and reported; setuid bits removed.
+func TestCpHostileTarIn(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, "mkdir -p box/dir")
+	f := func(name, body string, mode int64) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Linkname: body}
+	}
+	for name, data := range map[string][]byte{
+		"dotdot":                   cpTar(t, f("ok.txt", "ok", 0o644), f("../evil", "E", 0o644)),
+		"deep dotdot":              cpTar(t, f("a/../../../evil", "E", 0o644)),
+		"absolute":                 cpTar(t, f("ok.txt", "ok", 0o644), f("/opt/workspace/box/evil", "E", 0o644)),
+		"hard link to /etc/shadow": cpTar(t, f("ok.txt", "ok", 0o644), &tar.Header{Name: "shadow", Typeflag: tar.TypeLink, Linkname: "/etc/shadow"}),
+		"symlink out then through": cpTar(t, &tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/tmp"}, f("l/evil", "E", 0o644)),
+	} {
+		r := sbRun(t, run{args: []string{"cp", "--format", "json", "-", s + ":box/dir"}, stdin: bytes.NewReader(data)})
+		cpWantErr(t, r, "path_escape")
+		if got := cpSh(t, s, "find /opt/workspace /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*' | sort"); got != "/opt/workspace/box\n/opt/workspace/box/dir\n" {
+			t.Fatalf("%s: the refused copy left:\n%s", name, got)
+		}
+	}
+	data := cpTar(t, &tar.Header{Name: "tty", Typeflag: tar.TypeChar, Mode: 0o666, Devmajor: 5},
+		&tar.Header{Name: "fifo", Typeflag: tar.TypeFifo, Mode: 0o644},
+		f("su", "#!/bin/sh", 0o4755), f("sg", "G", 0o2755), f("plain.txt", "P", 0o644))
+	r := sbRun(t, run{args: []string{"cp", "--format", "json", "-", s + ":box/dir"}, stdin: bytes.NewReader(data)})
+	j := cpDecode(t, r)
+	if j.SkippedCount != 2 || len(j.Skipped) != 2 || j.Skipped[0].Type != "char-device" || j.Skipped[1].Type != "fifo" || j.StrippedCount != 2 || j.Files != 3 {
+		t.Errorf("result: %+v", j)
+	}
+	r = sbRun(t, run{args: []string{"cp", "-", s + ":box/dir"}, stdin: bytes.NewReader(data)})
+	wantCode(t, r, 0)
+	for _, w := range []string{"skipped tty (char-device)", "skipped fifo (fifo)", "setuid/setgid/sticky bits of su"} {
+		if !strings.Contains(r.Stderr, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
+		}
+	}
+	if got := cpSh(t, s, `cd box/dir && for f in *; do printf '%s %s %s\n' "$f" "$(stat -c %F "$f")" "$(stat -c %a "$f")"; done`); got != "plain.txt regular file 644\nsg regular file 755\nsu regular file 755\n" {
+		t.Errorf("in the sandbox:\n%s", got)
+	}
+}
+
+// TestCpHostilePreexistingLink: the host destination already holds
+// dest/sub -> (outside); copying a folder with sub/file into dest never
+// writes through it, and leaves dest as it was.
+func TestCpHostilePreexistingLink(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, "mkdir -p folder/sub && echo E > folder/sub/file && echo K > folder/keep")
+	canary := newCpCanary(t)
+	dest := filepath.Join(t.TempDir(), "dest")
+	os.Mkdir(dest, 0o755)
+	if err := os.Symlink(canary.dir, filepath.Join(dest, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":folder/.", dest), "path_escape")
+	canary.intact(t)
+	if diff := cmp.Diff([]string{"sub -> " + canary.dir}, cpHostTree(t, dest)); diff != "" {
+		t.Errorf("dest changed (-want +got):\n%s", diff)
+	}
+	// The same folder copied under its own name is fine.
+	execMustPass(t, "cp", s+":folder", dest)
+	canary.intact(t)
+	if diff := cmp.Diff([]string{"folder/ 0755", "folder/keep=K\n 0644", "folder/sub/ 0755", "folder/sub/file=E\n 0644", "sub -> " + canary.dir}, cpHostTree(t, dest)); diff != "" {
+		t.Errorf("dest (-want +got):\n%s", diff)
+	}
+}
+
+// TestCpHostileSize: a sparse 100 GiB file in the sandbox, copied out with
+// the default cap, stops at once (too_large) and leaves nothing; so do the
+// configured caps, in both directions.
+func TestCpHostileSize(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, "truncate -s 100G big && mkdir many && cd many && for i in 1 2 3 4 5; do echo $i > f$i; done && head -c 3000000 /dev/zero > ../mid")
+	host := t.TempDir()
+	start := time.Now()
+	cpWantErr(t, sb(t, "cp", "--format", "json", s+":big", filepath.Join(host, "big")), "too_large")
+	t.Logf("the 100 GiB copy stopped after %v", time.Since(start))
+	if r := sb(t, "cp", s+":big", "-"); r.Code != 125 || !strings.Contains(r.Stderr, "--max-size") || len(r.Stdout) > 0 {
+		t.Fatalf("cp of the 100 GiB file to stdout:\n%s", r)
+	}
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-size", "1m", s+":mid", filepath.Join(host, "mid")), "too_large")
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-file-size", "1m", s+":mid", filepath.Join(host, "mid")), "too_large")
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-entries", "3", s+":many", filepath.Join(host, "many")), "too_large")
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-size", "1m", s+":mid", s+"/other:mid"), "too_large")
+	if got := cpHostTree(t, host); len(got) != 0 {
+		t.Fatalf("capped copies left %q", got)
+	}
+	// Into the sandbox: a sparse 3 GiB host file with the default cap.
+	sparse := filepath.Join(host, "sparse")
+	fh, err := os.Create(sparse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Truncate(3 << 30)
+	fh.Close()
+	cpWantErr(t, sb(t, "cp", "--format", "json", sparse, s+":sparse"), "too_large")
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-entries", "3", s+":many", s+":many2"), "too_large")
+	if got := cpSh(t, s, "ls -A /opt/workspace"); got != "big\nmany\nmid\n" {
+		t.Fatalf("capped copies into the sandbox left: %q", got)
+	}
+	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-size", "lots", s+":mid", host), "bad_flag")
+}
+
+// TestCpSymlinkSwapRace: while cp runs, the sandbox exchanges a folder and
+// a symbolic link to / (renameat2 RENAME_EXCHANGE, the docker cp race of
+// CVE-2018-15664) in a tight loop, at the top of the copied path and inside
+// the copied tree. Nothing outside the workspace is ever read (the
+// container's /etc/hostname and / entries never appear in a copy), and
+// nothing is written outside the destination: not on the host, and not in
+// the sandbox's /tmp through a link to it.
+func TestCpSymlinkSwapRace(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	hostname := strings.TrimSpace(cpSh(t, s, `mkdir -p d/sub t/sub w/in && echo inside > d/inside.txt && echo deep > d/sub/deep.txt &&
+		echo tree > t/sub/leaf.txt && ln -s / l && ln -s / t/l && ln -s /tmp wl && cat /etc/hostname`))
+	if hostname == "" {
+		t.Fatal("no hostname")
+	}
+	swapper := `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+AT, EXCHANGE = -100, 2
+os.chdir('/opt/workspace')
+os.nice(10)  # a tight loop, but let the copies run on a small machine
+pairs = [(b'd', b'l'), (b't/sub', b't/l'), (b'w', b'wl')]
+n = 0
+print('swapping', flush=True)
+while not os.path.exists('stop'):
+    for a, b in pairs:
+        if libc.renameat2(AT, a, AT, b, EXCHANGE) != 0:
+            sys.exit('renameat2: errno %d' % ctypes.get_errno())
+    n += 1
+print(n)
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bg := osexec.CommandContext(ctx, pluginBin, "exec", "-s", s, "--timeout", "110s", "--lang", "python", "-c", swapper)
+	bgOut := &cpSyncBuffer{}
+	bg.Stdout, bg.Stderr = bgOut, bgOut
+	if err := bg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		sbIn(t, "", "files", "put", s+":stop")
+		bg.Wait()
+	}
+	t.Cleanup(stop)
+	poll(t, 30*time.Second, func() error {
+		if !strings.Contains(bgOut.String(), "swapping") {
+			return fmt.Errorf("the swapper has not started: %q", bgOut.String())
+		}
+		return nil
+	})
+
+	host := t.TempDir()
+	canary := newCpCanary(t)
+	known := map[string]bool{"inside.txt": true, "sub": true, "sub/deep.txt": true, "deep.txt": true, "leaf.txt": true,
+		"t": true, "t/sub": true, "t/sub/leaf.txt": true, "t/l": true, "t/l/leaf.txt": true}
+	checkFile := func(src, rel string, body []byte) {
+		if !known[filepath.ToSlash(rel)] {
+			t.Errorf("cp %s copied %s, which is not in the workspace", src, rel)
+		}
+		if strings.Contains(string(body), hostname) {
+			t.Errorf("cp %s copied the container's /etc/hostname as %s", src, rel)
+		}
+	}
+	ok, refused := 0, 0
+	for i := 0; i < 6; i++ {
+		// The swapped folder at the top of the path (d), inside it
+		// (t/sub), and a path through it.
+		for j, src := range []string{"d", "d/.", "d/sub/deep.txt", "t/sub/."} {
+			dst := filepath.Join(host, fmt.Sprintf("run%d-%d", i, j))
+			r := sb(t, "cp", "--format", "json", s+":"+src, dst)
+			if r.Code != 0 {
+				if c := decodeErr(t, r).Error.Code; c != "path_escape" && c != "file_not_found" && c != "not_directory" {
+					t.Fatalf("cp %s: unexpected error:\n%s", src, r)
+				}
+				cpMissing(t, dst)
+				refused++
+				continue
+			}
+			ok++
+			filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {
+				if err != nil || p == dst {
+					return nil
+				}
+				rel, _ := filepath.Rel(dst, p)
+				var body []byte
+				if fi.Mode().IsRegular() {
+					body, _ = os.ReadFile(p)
+				}
+				checkFile(src, rel, body)
+				if fi.Mode()&os.ModeSymlink != 0 {
+					if target, _ := os.Readlink(p); filepath.IsAbs(target) {
+						t.Errorf("cp %s wrote a link to %s", src, target)
+					}
+				}
+				return nil
+			})
+		}
+		// The whole tree while its folder is swapped: read the raw
+		// stream (refused in the end: it holds a link to /), and check
+		// that nothing in it came from outside.
+		r := sb(t, "cp", s+":t", "-")
+		tr := tar.NewReader(strings.NewReader(r.Stdout))
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			body, _ := io.ReadAll(tr)
+			checkFile("t -", strings.TrimSuffix(h.Name, "/"), body)
+		}
+		// Into the sandbox, through the folder that is swapped with a
+		// link to /tmp.
+		cpWriteHost(t, filepath.Join(host, "in", "payload.txt"), "P", 0o644)
+		r = sb(t, "cp", "--format", "json", filepath.Join(host, "in"), s+":w/in/")
+		if r.Code != 0 {
+			if c := decodeErr(t, r).Error.Code; c != "path_escape" && c != "file_not_found" && c != "not_directory" {
+				t.Fatalf("cp into the sandbox: unexpected error:\n%s", r)
+			}
+		}
+	}
+	stop()
+	t.Logf("%d copies complete, %d refused; swapper: %s", ok, refused, strings.TrimSpace(bgOut.String()))
+	if !strings.Contains(bgOut.String(), "swapping") || strings.Contains(bgOut.String(), "errno") {
+		t.Fatalf("the swapper did not run: %s", bgOut.String())
+	}
+	if got := cpSh(t, s, cpTmpList); got != "" {
+		t.Fatalf("a copy wrote into /tmp through the swapped link: %q", got)
+	}
+	canary.intact(t)
+	ents, _ := os.ReadDir(host)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "run") && e.Name() != "in" {
+			t.Errorf("unexpected %s next to the destinations", e.Name())
+		}
+	}
+}
+
+// cpSyncBuffer is a buffer a process writes while the test reads it.
+type cpSyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *cpSyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *cpSyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// cpRunRSS runs the standalone plugin and returns its result and peak
+// resident memory, sampled from /proc/PID/status (VmHWM) while it runs.
+// (The rusage of a child started by Go counts the parent's memory: Go
+// starts children with vfork, and the kernel charges the parent's high
+// water mark to the child at exec.)
+func cpRunRSS(t *testing.T, args ...string) (result, int64) {
+	t.Helper()
+	cmd := osexec.Command(pluginBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	peak := make(chan int64)
+	go func() {
+		var max int64
+		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		for {
+			if b, err := os.ReadFile(status); err == nil {
+				for _, line := range strings.Split(string(b), "\n") {
+					var kb int64
+					if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil && kb<<10 > max {
+						max = kb << 10
+					}
+				}
+			}
+			select {
+			case <-done:
+				peak <- max
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	rss := <-peak
+	r := result{Stdout: stdout.String(), Stderr: stderr.String()}
+	if ee, ok := err.(*osexec.ExitError); ok {
+		r.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r, rss
+}
+
+const cpStreamSize = 256 << 20
+
+func TestCpStreaming(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	host := t.TempDir()
+	big := filepath.Join(host, "big")
+	fh, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteAt([]byte("head"), 0)
+	fh.WriteAt([]byte("tail"), cpStreamSize-4)
+	fh.Close()
+	cpSh(t, s, "true") // the sandbox exists: measure the copy, not the creation
+	r, rssIn := cpRunRSS(t, "cp", big, s+":big")
+	wantCode(t, r, 0)
+	r, rssOut := cpRunRSS(t, "cp", s+":big", filepath.Join(host, "back"))
+	wantCode(t, r, 0)
+	fi, err := os.Stat(filepath.Join(host, "back"))
+	if err != nil || fi.Size() != cpStreamSize {
+		t.Fatalf("copied back: %v %v", fi, err)
+	}
+	fb, _ := os.Open(filepath.Join(host, "back"))
+	tail := make([]byte, 4)
+	fb.ReadAt(tail, cpStreamSize-4)
+	fb.Close()
+	if string(tail) != "tail" {
+		t.Fatalf("the copy's last bytes: %q", tail)
+	}
+	t.Logf("peak RSS of the plugin: in %d MiB, out %d MiB", rssIn>>20, rssOut>>20)
+	for _, rss := range []int64{rssIn, rssOut} {
+		if rss == 0 || rss > 64<<20 {
+			t.Errorf("peak RSS %d MiB, want under 64 MiB", rss>>20)
+		}
+	}
+}
+
+// TestCpInterrupted: Ctrl-C during a copy out stops it with exit 130 and
+// leaves nothing of it on the host (not even its staging file); in, it
+// leaves nothing in the sandbox.
+func TestCpInterrupted(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, "head -c 400000000 /dev/zero > big")
+	host := t.TempDir()
+	for _, args := range [][]string{{"cp", s + ":big", filepath.Join(host, "big")}, {"cp", filepath.Join(host, "src"), s + ":copy"}} {
+		if args[1] != s+":big" {
+			cpWriteHost(t, filepath.Join(host, "src", "a"), strings.Repeat("x", 1<<20), 0o644)
+			fh, _ := os.Create(filepath.Join(host, "src", "zeros"))
+			fh.Truncate(1 << 30)
+			fh.Close()
+		}
+		cmd := osexec.Command(pluginBin, args...)
+		var stderr cpSyncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the copy is on its way (its staging entry exists).
+		poll(t, 60*time.Second, func() error {
+			var where string
+			if args[1] == s+":big" {
+				ents, _ := os.ReadDir(host)
+				for _, e := range ents {
+					where += e.Name() + " "
+				}
+			} else {
+				where = sb(t, "exec", "-s", s, "-c", "ls -A /opt/workspace").Stdout
+			}
+			if !strings.Contains(where, ".sandbox-cp-") {
+				return fmt.Errorf("no copy in progress yet: %q", where)
+			}
+			return nil
+		})
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		if ee, ok := err.(*osexec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("%v after Ctrl-C: %v, want exit 130\n%s", args, err, stderr.String())
+		}
+		if args[1] == s+":big" {
+			if got := cpHostTree(t, host); len(got) != 0 {
+				t.Fatalf("the interrupted copy left %q on the host", got)
+			}
+			continue
+		}
+		poll(t, 30*time.Second, func() error {
+			if got := sb(t, "exec", "-s", s, "-c", "ls -A /opt/workspace").Stdout; got != "big\n" {
+				return fmt.Errorf("the interrupted copy left %q in the sandbox", got)
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,1211 @@
+package plugin_test
+
+// End-to-end tests of the sandbox lifecycle: ls, inspect, stop, rm, prune,
+// shell, the limit of live sandboxes, faults (containers killed or removed
+// from outside, a killed plugin, rm racing exec) and a load test.
+//
+// Commands that act on every sandbox of the engine (ls, stop --all,
+// rm --all, prune, the limit) run under a test-run label of their own
+// (lcRunID), so that they see only what the test made, never what other
+// suites sharing the engine are doing.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+)
+
+const lcTestRunLabel = "com.docker.sandbox.test-run"
+
+// lcRunID returns a test-run id of the test's own and removes everything
+// carrying it when the test ends (containers, volumes but the shared helper
+// volume, networks).
+func lcRunID(t *testing.T) string {
+	t.Helper()
+	id := "lc-" + randID(4)
+	t.Cleanup(func() { lcSweep(t, id) })
+	return id
+}
+
+func lcSweep(t *testing.T, id string) {
+	ctx := context.Background()
+	cli := engine(t)
+	f := filters.NewArgs(filters.Arg("label", lcTestRunLabel+"="+id))
+	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	for _, c := range cs {
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+	for _, c := range cs {
+		waitContainerGone(cli, c.ID)
+	}
+	vs, _ := cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	for _, v := range vs.Volumes {
+		if v.Labels["com.docker.sandbox.kind"] != "helper" {
+			_ = cli.VolumeRemove(ctx, v.Name, true)
+		}
+	}
+	ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	for _, n := range ns {
+		_ = cli.NetworkRemove(ctx, n.ID)
+	}
+}
+
+// lcEnv is the environment of a plugin call under a test run.
+func lcEnv(runID string, extra ...string) []string {
+	return append([]string{"DOCKER_SANDBOX_TEST_RUN=" + runID}, extra...)
+}
+
+// lcSb runs `docker sandbox ARGS` under a test run.
+func lcSb(t *testing.T, runID string, args ...string) result {
+	t.Helper()
+	return sbRun(t, run{args: args, env: lcEnv(runID)})
+}
+
+// lcFilter is the ls/--all/prune filter of a test run.
+func lcFilter(runID string) string { return "label=" + lcTestRunLabel + "=" + runID }
+
+// lcRow mirrors the documented `ls --format json` schema.
+type lcRow struct {
+	Scope     string     `json:"scope"`
+	Session   string     `json:"session"`
+	State     string     `json:"state"`
+	Container string     `json:"container"`
+	Image     string     `json:"image"`
+	Network   string     `json:"network"`
+	Runtime   string     `json:"runtime"`
+	Created   time.Time  `json:"created"`
+	LastUsed  *time.Time `json:"last_used"`
+	IdleTTL   string     `json:"idle_ttl"`
+	Volumes   []string   `json:"volumes"`
+	Size      *int64     `json:"size"`
+}
+
+// lcListJSON decodes ls --format json: one object per line.
+func lcListJSON(t *testing.T, r result) []lcRow {
+	t.Helper()
+	wantCode(t, r, 0)
+	var rows []lcRow
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		if l == "" {
+			continue
+		}
+		var row lcRow
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&row); err != nil {
+			t.Fatalf("ls --format json: bad line %q: %v", l, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func lcFind(rows []lcRow, scope, session string) *lcRow {
+	for i := range rows {
+		if rows[i].Scope == scope && rows[i].Session == session {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+// lcStartSlow starts an exec that prints "ready" and then sleeps (marker in
+// its command line), and waits for "ready". The returned wait gives its
+// result once it ended.
+func lcStartSlow(t *testing.T, runID, scope, marker string) (wait func() result) {
+	t.Helper()
+	cmd := osexec.Command("docker", "sandbox", "exec", "-s", scope, "--timeout", "40s", "-c", "echo ready; exec sleep "+marker)
+	cmd.Env = append(os.Environ(), lcEnv(runID)...)
+	cmd.Dir = t.TempDir()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	br := bufio.NewReader(stdout)
+	if line, err := br.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("slow program did not start: %q %v (%s)", line, err, stderr.String())
+	}
+	var (
+		once sync.Once
+		res  result
+	)
+	return func() result {
+		once.Do(func() {
+			rest, _ := io.ReadAll(br)
+			err := cmd.Wait()
+			res = result{Stdout: string(rest), Stderr: stderr.String()}
+			var ee *osexec.ExitError
+			if errors.As(err, &ee) {
+				res.Code = ee.ExitCode()
+			}
+		})
+		return res
+	}
+}
+
+// lcContainerExists tells whether a container of that name exists.
+func lcContainerExists(t *testing.T, name string) bool {
+	t.Helper()
+	_, err := engine(t).ContainerInspect(context.Background(), name)
+	return err == nil
+}
+
+func lcVolumeExists(t *testing.T, name string) bool {
+	t.Helper()
+	_, err := engine(t).VolumeInspect(context.Background(), name)
+	return err == nil
+}
+
+// TestLifecycleLsInspect: ls and inspect show each sandbox's state, image,
+// network, times, TTL, volumes and sizes, in every output format.
+func TestLifecycleLsInspect(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	s, gone := newScope(t), newScope(t)
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo data > /opt/workspace/f; echo ok"), "ok\n")
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "--session", "chat", "--idle-ttl", "0", "-c", "echo ok"), "ok\n")
+	wantStdout(t, lcSb(t, rid, "exec", "-s", gone, "-c", "head -c 300000 /dev/zero > /opt/workspace/big; echo ok"), "ok\n")
+	wantStdout(t, lcSb(t, rid, "stop", gone), gone+"\n")
+	flt := lcFilter(rid)
+
+	t.Run("json", func(t *testing.T) {
+		rows := lcListJSON(t, lcSb(t, rid, "ls", "--filter", flt, "--format", "json"))
+		if len(rows) != 2 {
+			t.Fatalf("ls without -a: want the 2 sandboxes with a container, got %+v", rows)
+		}
+		a, b := lcFind(rows, s, ""), lcFind(rows, s, "chat")
+		if a == nil || b == nil {
+			t.Fatalf("missing rows: %+v", rows)
+		}
+		for _, r := range []*lcRow{a, b} {
+			if r.State != "idle" || len(r.Container) != 12 || !strings.HasPrefix(r.Image, "docker-sandbox-runtime:") ||
+				r.Network != "none" || r.Runtime != "" || r.LastUsed == nil || r.Size != nil {
+				t.Errorf("row %+v", r)
+			}
+			if d := time.Since(r.Created); d < -5*time.Second || d > 5*time.Minute {
+				t.Errorf("created %v is not recent", r.Created)
+			}
+			if r.LastUsed.Before(r.Created.Add(-time.Second)) || time.Since(*r.LastUsed) > 5*time.Minute {
+				t.Errorf("last used %v (created %v)", r.LastUsed, r.Created)
+			}
+		}
+		if a.IdleTTL != "10m0s" || b.IdleTTL != "0s" {
+			t.Errorf("idle ttl: %q and %q, want 10m0s and 0s", a.IdleTTL, b.IdleTTL)
+		}
+		if strings.Join(a.Volumes, ",") != "docker-sandbox-"+s+".user" || strings.Join(b.Volumes, ",") != "docker-sandbox-"+s+".chat.ws" {
+			t.Errorf("volumes: %v and %v", a.Volumes, b.Volumes)
+		}
+	})
+	t.Run("all shows expired-with-data", func(t *testing.T) {
+		rows := lcListJSON(t, lcSb(t, rid, "ls", "-a", "--filter", flt, "--format", "json", "--size"))
+		g := lcFind(rows, gone, "")
+		if len(rows) != 3 || g == nil {
+			t.Fatalf("ls -a: want 3 rows with %s, got %+v", gone, rows)
+		}
+		if g.State != "expired-with-data" || g.Container != "" || g.LastUsed != nil || g.IdleTTL != "" ||
+			strings.Join(g.Volumes, ",") != "docker-sandbox-"+gone+".user" {
+			t.Errorf("expired row %+v", g)
+		}
+		if g.Size == nil || *g.Size != 300000 {
+			t.Errorf("--size: want the 300000 bytes of data, got %v", g.Size)
+		}
+		if a := lcFind(rows, s, ""); a == nil || a.Size == nil || *a.Size != int64(len("data\n")) {
+			t.Errorf("--size of a running sandbox: %+v", a)
+		}
+		only := lcListJSON(t, lcSb(t, rid, "ls", "--filter", flt, "--filter", "state=expired-with-data", "--format", "json"))
+		if len(only) != 1 || only[0].Scope != gone {
+			t.Errorf("--filter state=expired-with-data: %+v", only)
+		}
+	})
+	t.Run("quiet, filters, templates, table", func(t *testing.T) {
+		wantStdout(t, lcSb(t, rid, "ls", "-q", "-a", "--filter", flt, "--filter", "scope="+s), s+"\n"+s+"/chat\n")
+		wantStdout(t, lcSb(t, rid, "ls", "-q", "--filter", flt, "--filter", "session=chat"), s+"/chat\n")
+		wantStdout(t, lcSb(t, rid, "ls", "-q", "--filter", flt, "--filter", "session=", "--filter", "scope="+s), s+"\n")
+		wantStdout(t, lcSb(t, rid, "ls", "--filter", flt, "--format", "{{.scope}}|{{.session}}|{{.state}}"),
+			s+"||idle\n"+s+"|chat|idle\n")
+		r := lcSb(t, rid, "ls", "--filter", flt, "--format", "table {{.scope}}\t{{.state}}")
+		wantCode(t, r, 0)
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		if len(lines) != 3 || strings.Fields(lines[0])[0] != "SCOPE" || strings.Fields(lines[0])[1] != "STATE" {
+			t.Errorf("table template: %q", r.Stdout)
+		}
+		r = lcSb(t, rid, "ls", "-a", "--filter", flt)
+		wantCode(t, r, 0)
+		for _, h := range []string{"SCOPE", "SESSION", "STATE", "IMAGE", "NETWORK", "RUNTIME", "CREATED", "LAST USED", "IDLE TTL"} {
+			if !strings.Contains(strings.SplitN(r.Stdout, "\n", 2)[0], h) {
+				t.Errorf("table header lacks %s: %q", h, r.Stdout)
+			}
+		}
+		if !strings.Contains(r.Stdout, "expired-with-data") || !strings.Contains(r.Stdout, "never") {
+			t.Errorf("table: %q", r.Stdout)
+		}
+		for _, bad := range []string{"colour=red", "state=sleeping", "scope=../x", "nonsense"} {
+			r := lcSb(t, rid, "ls", "--format", "json", "--filter", bad)
+			wantCode(t, r, 125)
+			if e := decodeErr(t, r); e.Error.Code != "bad_flag" {
+				t.Errorf("--filter %s: code %q", bad, e.Error.Code)
+			}
+		}
+		wantCode(t, lcSb(t, rid, "ls", "--filter", flt, "--format", "{{.scope"), 125)
+	})
+	t.Run("running, and inspect", func(t *testing.T) {
+		wait := lcStartSlow(t, rid, s, "2121")
+		rows := lcListJSON(t, lcSb(t, rid, "ls", "--filter", flt, "--format", "json"))
+		if r := lcFind(rows, s, ""); r == nil || r.State != "running" || r.LastUsed == nil || time.Since(*r.LastUsed) > time.Minute {
+			t.Fatalf("with an exec running: %+v", r)
+		}
+		r := lcSb(t, rid, "inspect", s, s+"/chat", gone)
+		wantCode(t, r, 0)
+		var ds []lcDetails
+		dec := json.NewDecoder(strings.NewReader(r.Stdout))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ds); err != nil || len(ds) != 3 {
+			t.Fatalf("inspect: want a JSON array of 3: %v\n%s", err, r)
+		}
+		d := ds[0]
+		if d.Scope != s || d.State != "running" || d.Name != "docker-sandbox-"+s || d.Limits == nil || d.StartedAt == nil {
+			t.Fatalf("inspect %s: %+v", s, d)
+		}
+		if l := d.Limits; l.Memory != 1<<30 || l.MemorySwap != 1<<30 || l.CPUs != 1 || l.Pids != 256 || l.Nofile != 1024 ||
+			l.TmpSize != 512<<20 || !l.ReadonlyRootfs || l.User != "65532:65532" || strings.Join(l.CapDrop, ",") != "ALL" ||
+			strings.Join(l.SecurityOpt, ",") != "no-new-privileges" {
+			t.Errorf("limits %+v", l)
+		}
+		mounts := map[string]lcMount{}
+		for _, m := range d.Mounts {
+			mounts[m.Destination] = m
+		}
+		if m := mounts["/opt/workspace"]; m.Name != "docker-sandbox-"+s+".user" || !m.RW {
+			t.Errorf("mount /opt/workspace: %+v", m)
+		}
+		if m := mounts["/opt/sandbox"]; m.RW || !strings.HasPrefix(m.Name, "docker-sandbox-helper-") {
+			t.Errorf("mount /opt/sandbox: %+v", m)
+		}
+		if d.Labels["com.docker.sandbox.managed"] != "true" || d.Labels["com.docker.sandbox.scope"] != s {
+			t.Errorf("labels %v", d.Labels)
+		}
+		if d.Egress.Mode != "none" || len(d.Egress.Networks) != 0 {
+			t.Errorf("egress %+v", d.Egress)
+		}
+		if len(d.Execs) == 0 || !d.Execs[0].Running || d.Helper == nil || !d.Helper.Busy {
+			t.Errorf("execs %+v helper %+v", d.Execs, d.Helper)
+		} else if kinds := lcKinds(d.Helper); !strings.Contains(kinds, "run") {
+			t.Errorf("helper processes %s, want a run wrapper", kinds)
+		}
+		if c := ds[1]; c.Session != "chat" || c.State != "idle" || c.Helper == nil || c.Helper.Busy || c.Helper.IdleSince == nil || c.IdleTTL != "0s" {
+			t.Errorf("inspect %s/chat: %+v helper %+v", s, c, c.Helper)
+		}
+		if g := ds[2]; g.State != "expired-with-data" || g.Limits != nil || g.Container != "" || g.Helper != nil ||
+			g.Data["docker-sandbox-"+gone+".user"].Labels["com.docker.sandbox.kind"] != "user" {
+			t.Errorf("inspect %s: %+v", gone, g)
+		}
+		wantStdout(t, lcSb(t, rid, "inspect", "--format", "{{.state}} {{.limits.pids}}", s), "running 256\n")
+		r = lcSb(t, rid, "inspect", s+"/nosuch")
+		wantCode(t, r, 125)
+		if strings.TrimSpace(r.Stdout) != "[]" || !strings.Contains(r.Stderr, "no sandbox "+s+"/nosuch") {
+			t.Errorf("inspect of a missing sandbox: %s", r)
+		}
+		// Stop it, killing the program, so that the scope's cleanup is quick.
+		wantCode(t, lcSb(t, rid, "stop", "--force", s), 0)
+		if w := wait(); w.Code == 0 {
+			t.Errorf("the exec killed by stop --force exited 0:\n%s", w)
+		}
+	})
+}
+
+// lcDetails mirrors the documented `inspect` schema.
+type lcDetails struct {
+	lcRow
+	Name      string     `json:"name"`
+	StartedAt *time.Time `json:"started_at"`
+	Limits    *struct {
+		Memory         int64    `json:"memory"`
+		MemorySwap     int64    `json:"memory_swap"`
+		CPUs           float64  `json:"cpus"`
+		Pids           int64    `json:"pids"`
+		Nofile         int64    `json:"nofile"`
+		TmpSize        int64    `json:"tmp_size"`
+		ReadonlyRootfs bool     `json:"readonly_rootfs"`
+		User           string   `json:"user"`
+		CapDrop        []string `json:"cap_drop"`
+		SecurityOpt    []string `json:"security_opt"`
+		Runtime        string   `json:"runtime"`
+	} `json:"limits"`
+	Mounts []lcMount         `json:"mounts"`
+	Labels map[string]string `json:"labels"`
+	Egress struct {
+		Mode     string   `json:"mode"`
+		Networks []string `json:"networks"`
+	} `json:"egress"`
+	Execs []struct {
+		ID      string `json:"id"`
+		Running bool   `json:"running"`
+		PID     int    `json:"pid"`
+	} `json:"execs"`
+	Helper *lcHelperStatus `json:"helper"`
+	Data   map[string]struct {
+		Created string            `json:"created"`
+		Labels  map[string]string `json:"labels"`
+	} `json:"data"`
+}
+
+type lcMount struct {
+	Type        string `json:"type"`
+	Name        string `json:"name"`
+	Destination string `json:"destination"`
+	RW          bool   `json:"rw"`
+}
+
+type lcHelperStatus struct {
+	PID1Started *time.Time `json:"pid1_started"`
+	Busy        bool       `json:"busy"`
+	Processes   []struct {
+		PID     int        `json:"pid"`
+		Kind    string     `json:"kind"`
+		Started *time.Time `json:"started"`
+	} `json:"processes"`
+	IdleSince *time.Time `json:"idle_since"`
+}
+
+func lcKinds(h *lcHelperStatus) string {
+	var ks []string
+	for _, p := range h.Processes {
+		ks = append(ks, p.Kind)
+	}
+	return strings.Join(ks, ",")
+}
+
+// TestLifecycleExpiryInLs: a sandbox whose idle TTL ran out shows as
+// expired-with-data, and the next call re-creates it with the same data.
+func TestLifecycleExpiryInLs(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	s := newScope(t)
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "--idle-ttl", "2s", "-c", "echo kept > f; echo ok"), "ok\n")
+	poll(t, 30*time.Second, func() error {
+		rows := lcListJSON(t, lcSb(t, rid, "ls", "-a", "--filter", "scope="+s, "--format", "json"))
+		if len(rows) != 1 || rows[0].State != "expired-with-data" {
+			return fmt.Errorf("ls -a: %+v", rows)
+		}
+		return nil
+	})
+	if lcContainerExists(t, "docker-sandbox-"+s) {
+		t.Fatalf("ls says expired but the container exists")
+	}
+	j := decodeExec(t, lcSb(t, rid, "exec", "-s", s, "--idle-ttl", "2s", "--format", "json", "-c", "cat f"))
+	if !j.Created || j.Stdout != "kept\n" {
+		t.Fatalf("after expiry: %+v", j)
+	}
+}
+
+// TestLifecycleStopRm: stop keeps the data, rm removes it; several names,
+// --all, not found, and scope_busy while an exec runs unless --force.
+func TestLifecycleStopRm(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	s1, s2, s3 := newScope(t), newScope(t), newScope(t)
+	for _, s := range []string{s1, s2, s3} {
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo data-"+s+" > f; echo ok"), "ok\n")
+	}
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s1, "--session", "a", "-c", "echo sess > f; echo ok"), "ok\n")
+
+	t.Run("stop several keeps data", func(t *testing.T) {
+		wantStdout(t, lcSb(t, rid, "stop", s1, s2), s1+"\n"+s2+"\n")
+		for _, name := range []string{"docker-sandbox-" + s1, "docker-sandbox-" + s1 + ".a", "docker-sandbox-" + s2} {
+			if lcContainerExists(t, name) {
+				t.Errorf("container %s survived stop", name)
+			}
+		}
+		for _, v := range []string{"docker-sandbox-" + s1 + ".user", "docker-sandbox-" + s1 + ".a.ws", "docker-sandbox-" + s2 + ".user"} {
+			if !lcVolumeExists(t, v) {
+				t.Errorf("stop removed volume %s", v)
+			}
+		}
+		j := decodeExec(t, lcSb(t, rid, "exec", "-s", s2, "--format", "json", "-c", "cat f"))
+		if !j.Created || j.Stdout != "data-"+s2+"\n" {
+			t.Errorf("after stop: %+v", j)
+		}
+	})
+	t.Run("not found", func(t *testing.T) {
+		r := lcSb(t, rid, "stop", "--format", "json", s1)
+		wantCode(t, r, 125)
+		var res []lcTargetResult
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || len(res) != 1 || res[0].Removed || res[0].Error == nil || res[0].Error.Code != "not_found" {
+			t.Errorf("stop of a stopped sandbox: %v %s", err, r)
+		}
+		wantCode(t, lcSb(t, rid, "stop", "-f", s1), 0)
+		wantCode(t, lcSb(t, rid, "rm", "-f", "nosuch-"+s1), 0)
+		r = lcSb(t, rid, "rm", "nosuch-"+s1)
+		wantCode(t, r, 125)
+		if !strings.Contains(r.Stderr, "no sandbox nosuch-"+s1) {
+			t.Errorf("rm of a missing sandbox: %s", r)
+		}
+	})
+	t.Run("busy unless force", func(t *testing.T) {
+		wait := lcStartSlow(t, rid, s3, "1919")
+		for _, verb := range []string{"stop", "rm"} {
+			r := lcSb(t, rid, verb, "--format", "json", s3)
+			wantCode(t, r, 125)
+			var res []lcTargetResult
+			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || len(res) != 1 || res[0].Error == nil || res[0].Error.Code != "scope_busy" {
+				t.Fatalf("%s while an exec runs: %v %s", verb, err, r)
+			}
+			if !lcContainerExists(t, "docker-sandbox-"+s3) || !lcVolumeExists(t, "docker-sandbox-"+s3+".user") {
+				t.Fatalf("%s refused as busy but removed something", verb)
+			}
+			if l := leftover(t, s3, "sleep 1919"); l == "" {
+				t.Fatalf("%s refused as busy but the program is gone", verb)
+			}
+		}
+		r := lcSb(t, rid, "rm", s3)
+		if r.Code != 125 || !strings.Contains(r.Stderr, "--force") {
+			t.Errorf("the busy message should say how to force: %s", r)
+		}
+		wantStdout(t, lcSb(t, rid, "stop", "--force", s3), s3+"\n")
+		w := wait()
+		if w.Code != 125 || !strings.Contains(w.Stderr, "removed") {
+			t.Errorf("the exec whose sandbox was stopped with --force: want exit 125 saying so, got:\n%s", w)
+		}
+		if lcContainerExists(t, "docker-sandbox-"+s3) || !lcVolumeExists(t, "docker-sandbox-"+s3+".user") {
+			t.Errorf("stop --force: the container must go and the data stay")
+		}
+	})
+	t.Run("rm a session, then scopes", func(t *testing.T) {
+		wantStdout(t, lcSb(t, rid, "rm", s1+"/a"), s1+"/a\n")
+		if lcVolumeExists(t, "docker-sandbox-"+s1+".a.ws") || !lcVolumeExists(t, "docker-sandbox-"+s1+".user") {
+			t.Errorf("rm SCOPE/SESSION must remove the session's workspace only")
+		}
+		r := lcSb(t, rid, "rm", "--format", "json", s1, s2)
+		wantCode(t, r, 0)
+		var res []lcTargetResult
+		if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || len(res) != 2 || !res[0].Removed || !res[1].Removed || res[0].Error != nil {
+			t.Errorf("rm --format json: %v %s", err, r)
+		}
+		for _, s := range []string{s1, s2} {
+			if c, v := objects(t, s); c != 0 || v != 0 {
+				t.Errorf("rm %s left %d containers and %d volumes", s, c, v)
+			}
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{{"rm"}, {"stop"}, {"rm", "--all", s3}, {"stop", "--filter", "scope=" + s3, s3}, {"rm", "bad/na/me"}} {
+			r := lcSb(t, rid, append(args, "--format", "json")...)
+			wantCode(t, r, 125)
+			if e := decodeErr(t, r); e.Error.Code != "bad_flag" && e.Error.Code != "bad_name" {
+				t.Errorf("%v: code %q", args, e.Error.Code)
+			}
+		}
+	})
+	t.Run("rm --all with a filter", func(t *testing.T) {
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s3, "--session", "b", "-c", "echo ok"), "ok\n")
+		r := lcSb(t, rid, "rm", "--all", "--filter", lcFilter(rid))
+		wantCode(t, r, 0)
+		if got := strings.Fields(r.Stdout); len(got) != 2 || got[0] != s3+"/b" || got[1] != s3 {
+			t.Errorf("rm --all printed %q, want the session, then the scope", r.Stdout)
+		}
+		if c, v := objects(t, s3); c != 0 || v != 0 {
+			t.Errorf("rm --all left %d containers and %d volumes", c, v)
+		}
+		wantStdout(t, lcSb(t, rid, "ls", "-a", "-q", "--filter", lcFilter(rid)), "")
+	})
+}
+
+type lcTargetResult struct {
+	Target  string `json:"target"`
+	Removed bool   `json:"removed"`
+	Error   *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// lcPruneReport mirrors the documented `prune --format json` schema.
+type lcPruneReport struct {
+	DryRun  bool          `json:"dry_run"`
+	Objects []lcPruneItem `json:"objects"`
+	Kept    []lcPruneItem `json:"kept"`
+}
+
+type lcPruneItem struct {
+	Type     string     `json:"type"`
+	Name     string     `json:"name"`
+	ID       string     `json:"id"`
+	Kind     string     `json:"kind"`
+	Scope    string     `json:"scope"`
+	Session  string     `json:"session"`
+	Reason   string     `json:"reason"`
+	LastUsed *time.Time `json:"last_used"`
+	Removed  bool       `json:"removed"`
+	Error    string     `json:"error"`
+}
+
+func lcDecodePrune(t *testing.T, r result) lcPruneReport {
+	t.Helper()
+	wantCode(t, r, 0)
+	var rep lcPruneReport
+	dec := json.NewDecoder(strings.NewReader(r.Stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("prune --format json: %v\n%s", err, r)
+	}
+	return rep
+}
+
+func (r lcPruneReport) names() map[string]bool {
+	out := map[string]bool{}
+	for _, it := range r.Objects {
+		out[it.Type+" "+it.Name] = true
+	}
+	return out
+}
+
+// TestLifecyclePrune: prune removes expired containers, orphans and old data,
+// and nothing without the plugin's labels: not a user's container, volume
+// or network (even with look-alike labels), nor a container the user
+// started from the runtime image (which inherits the image's labels).
+func TestLifecyclePrune(t *testing.T) {
+	needE2E(t)
+	needBusybox(t)
+	ctx := context.Background()
+	cli := engine(t)
+	rid := lcRunID(t)
+	live, old, ghost := newScope(t), newScope(t), newScope(t)
+	j := decodeExec(t, lcSb(t, rid, "exec", "-s", live, "--format", "json", "-c", "echo live > f"))
+	runtimeImage := j.Image
+	wantStdout(t, lcSb(t, rid, "exec", "-s", old, "-c", "echo old > f; echo ok"), "ok\n")
+	wantStdout(t, lcSb(t, rid, "stop", old), old+"\n")
+
+	mine := map[string]string{lcTestRunLabel: rid}
+	with := func(extra map[string]string) map[string]string {
+		l := map[string]string{}
+		for k, v := range mine {
+			l[k] = v
+		}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	mkContainer := func(name, image string, cmd []string, labels map[string]string, start bool) string {
+		t.Helper()
+		resp, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Cmd: cmd, Labels: labels},
+			&container.HostConfig{NetworkMode: "none"}, nil, nil, name)
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		if start {
+			if err := cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+				t.Fatalf("start %s: %v", name, err)
+			}
+		}
+		return resp.ID
+	}
+	// The user's own objects: not the plugin's (no managed label), even
+	// when they carry look-alike labels.
+	userCtr := mkContainer("lc-user-"+rid, busybox, []string{"sleep", "300"},
+		with(map[string]string{"com.docker.sandbox.kind": "sandbox", "com.docker.sandbox.scope": ghost}), true)
+	userExited := mkContainer("lc-user-exited-"+rid, busybox, []string{"true"},
+		with(map[string]string{"com.docker.sandbox.kind": "sandbox", "com.docker.sandbox.managed": "yes"}), true)
+	fromImage := mkContainer("lc-user-runtime-"+rid, runtimeImage, []string{"sleep", "300"}, with(nil), true)
+	userVol := "lc-user-vol-" + rid
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: userVol,
+		Labels: with(map[string]string{"com.docker.sandbox.kind": "user", "com.docker.sandbox.scope": ghost})}); err != nil {
+		t.Fatal(err)
+	}
+	userNet, err := cli.NetworkCreate(ctx, "lc-user-net-"+rid, network.CreateOptions{Internal: true,
+		Labels: with(map[string]string{"com.docker.sandbox.scope": ghost})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := cli.ContainerInspect(ctx, fromImage); err != nil || c.Config.Labels["com.docker.sandbox.image-kind"] != "runtime" {
+		t.Fatalf("a container of the runtime image should inherit its labels (the case this test guards): %v %v", err, c.Config)
+	}
+	// The plugin's orphans, as interrupted calls leave them.
+	orphanNet, err := cli.NetworkCreate(ctx, "lc-orphan-net-"+rid, network.CreateOptions{Internal: true,
+		Labels: with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "network", "com.docker.sandbox.scope": ghost})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeder := mkContainer("lc-orphan-seeder-"+rid, busybox, []string{"true"},
+		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "seeder"}), false)
+	expired := mkContainer("lc-expired-"+rid, busybox, []string{"true"},
+		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "sandbox",
+			"com.docker.sandbox.scope": ghost, "com.docker.sandbox.session": ""}), true)
+	poll(t, 20*time.Second, func() error {
+		for _, id := range []string{expired, userExited} {
+			if c, err := cli.ContainerInspect(ctx, id); err != nil || c.State.Running {
+				return fmt.Errorf("%s still running", id)
+			}
+		}
+		return nil
+	})
+	env := lcEnv(rid, "DOCKER_SANDBOX_PRUNE_GRACE=0s")
+	prune := func(args ...string) result {
+		return sbRun(t, run{args: append([]string{"prune", "--filter", lcFilter(rid)}, args...), env: env})
+	}
+	survivors := func(t *testing.T) {
+		t.Helper()
+		for _, id := range []string{userCtr, userExited, fromImage} {
+			if _, err := cli.ContainerInspect(ctx, id); err != nil {
+				t.Errorf("prune removed a container that is not the plugin's: %s: %v", id, err)
+			}
+		}
+		if c, err := cli.ContainerInspect(ctx, userCtr); err != nil || !c.State.Running {
+			t.Errorf("prune stopped the user's container")
+		}
+		if !lcVolumeExists(t, userVol) {
+			t.Errorf("prune removed the user's volume %s", userVol)
+		}
+		if _, err := cli.NetworkInspect(ctx, userNet.ID, network.InspectOptions{}); err != nil {
+			t.Errorf("prune removed the user's network: %v", err)
+		}
+		if !lcContainerExists(t, "docker-sandbox-"+live) || !lcVolumeExists(t, "docker-sandbox-"+live+".user") {
+			t.Errorf("prune touched the live sandbox %s", live)
+		}
+	}
+
+	t.Run("prompt refused", func(t *testing.T) {
+		r := sbRun(t, run{args: []string{"prune", "--filter", lcFilter(rid)}, env: env, stdin: strings.NewReader("n\n")})
+		wantCode(t, r, 125)
+		if !strings.Contains(r.Stderr, "Are you sure") || !lcContainerExists(t, seeder) {
+			t.Errorf("prune without -f must ask, and do nothing on no: %s", r)
+		}
+	})
+	t.Run("dry run", func(t *testing.T) {
+		rep := lcDecodePrune(t, prune("--dry-run", "--format", "json"))
+		n := rep.names()
+		if !rep.DryRun || !n["network lc-orphan-net-"+rid] || !n["container lc-orphan-seeder-"+rid] || !n["container lc-expired-"+rid] {
+			t.Errorf("dry run should list the orphans: %+v", rep.Objects)
+		}
+		for _, it := range rep.Objects {
+			if it.Removed || it.Type == "volume" && it.Kind != "helper" {
+				t.Errorf("dry run without --older-than: %+v", it)
+			}
+			if strings.HasPrefix(it.Name, "lc-user") {
+				t.Errorf("prune picked a user's object: %+v", it)
+			}
+		}
+		if !lcContainerExists(t, seeder) || !lcContainerExists(t, expired) {
+			t.Errorf("--dry-run removed something")
+		}
+		rep = lcDecodePrune(t, prune("--dry-run", "--older-than", "1h", "--format", "json"))
+		keptOld := false
+		for _, k := range rep.Kept {
+			if k.Name == "docker-sandbox-"+old+".user" && k.LastUsed != nil && time.Since(*k.LastUsed) < 10*time.Minute {
+				keptOld = true
+			}
+		}
+		if !keptOld || rep.names()["volume docker-sandbox-"+old+".user"] {
+			t.Errorf("--older-than 1h must keep the data written a moment ago: %+v", rep)
+		}
+		survivors(t)
+	})
+	t.Run("prune", func(t *testing.T) {
+		rep := lcDecodePrune(t, prune("-f", "--older-than", "0s", "--format", "json"))
+		n := rep.names()
+		for _, want := range []string{"network lc-orphan-net-" + rid, "container lc-orphan-seeder-" + rid, "container lc-expired-" + rid,
+			"volume docker-sandbox-" + old + ".user"} {
+			if !n[want] {
+				t.Errorf("prune did not remove %s: %+v", want, rep.Objects)
+			}
+		}
+		for _, it := range rep.Objects {
+			if !it.Removed || it.Error != "" {
+				t.Errorf("not removed: %+v", it)
+			}
+			if it.Scope == live || strings.HasPrefix(it.Name, "lc-user") {
+				t.Errorf("prune picked %+v", it)
+			}
+		}
+		for _, id := range []string{seeder, expired} {
+			if lcContainerExists(t, id) {
+				t.Errorf("container %s survived prune", id)
+			}
+		}
+		if _, err := cli.NetworkInspect(ctx, orphanNet.ID, network.InspectOptions{}); err == nil {
+			t.Errorf("the orphaned network survived prune")
+		}
+		if lcVolumeExists(t, "docker-sandbox-"+old+".user") {
+			t.Errorf("the old data survived prune --older-than 0s")
+		}
+		survivors(t)
+		wantStdout(t, lcSb(t, rid, "exec", "-s", live, "-c", "cat f"), "live\n")
+		// Nothing is left to prune, and the probe container is gone.
+		rep = lcDecodePrune(t, prune("-f", "--older-than", "0s", "--format", "json"))
+		if len(rep.Objects) != 0 {
+			t.Errorf("a second prune found %+v", rep.Objects)
+		}
+		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+			filters.Arg("label", lcTestRunLabel+"="+rid), filters.Arg("label", "com.docker.sandbox.kind=probe"))})
+		if len(cs) != 0 {
+			t.Errorf("prune left its probe container")
+		}
+	})
+	t.Run("bad flags", func(t *testing.T) {
+		for _, args := range [][]string{{"--older-than", "soon"}, {"--filter", "scope=x"}, {"extra"}} {
+			r := prune(append([]string{"-f", "--format", "json"}, args...)...)
+			wantCode(t, r, 125)
+			if e := decodeErr(t, r); e.Error.Code != "bad_flag" {
+				t.Errorf("%v: %q", args, e.Error.Code)
+			}
+		}
+	})
+}
+
+// lcShell runs `docker sandbox shell ARGS` on a pseudo-terminal (util-linux
+// script) of the given size, sending each input once the output so far
+// contains its trigger. It returns the output and the exit code.
+func lcShell(t *testing.T, runID string, rows, cols int, args string, steps [][2]string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	inner := fmt.Sprintf("stty rows %d cols %d; exec docker sandbox shell %s", rows, cols, args)
+	cmd := osexec.CommandContext(ctx, "script", "-qefc", inner, "/dev/null")
+	cmd.Env = append(os.Environ(), lcEnv(runID)...)
+	cmd.Dir = t.TempDir()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		out bytes.Buffer
+	)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 4096)
+		for {
+			n, err := stdout.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	seen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String()
+	}
+	for _, st := range steps {
+		trigger, input := st[0], st[1]
+		poll(t, 60*time.Second, func() error {
+			if !strings.Contains(seen(), trigger) {
+				return fmt.Errorf("no %q in the shell's output yet: %q", trigger, seen())
+			}
+			return nil
+		})
+		if _, err := io.WriteString(stdin, input); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-readDone
+	err := cmd.Wait()
+	code := 0
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("script: %v\n%s", err, seen())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the shell did not end:\n%s", seen())
+	}
+	return seen(), code
+}
+
+// TestLifecycleShell: an interactive shell on a TTY, as the sandbox user, in
+// the same hardened container, with the terminal's size; exit and Ctrl-D end
+// it with the shell's status.
+func TestLifecycleShell(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	s := newScope(t)
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo hello > f; echo ok"), "ok\n")
+	t.Run("exit status and size", func(t *testing.T) {
+		out, code := lcShell(t, rid, 33, 111, s, [][2]string{
+			{"", "echo READY$((20+1))\n"},
+			{"READY21", "id -u; stty size; cat f; test -t 0 && echo TTY$((1+1)); echo $HOME; touch /x 2>/dev/null || echo RO$((2+2)); exit 3\n"},
+		})
+		if code != 3 {
+			t.Errorf("shell exit status: want 3, got %d\n%s", code, out)
+		}
+		for _, want := range []string{"65532", "33 111", "hello", "TTY2", "/opt/user", "RO4"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("shell output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("ctrl-d", func(t *testing.T) {
+		out, code := lcShell(t, rid, 24, 80, s, [][2]string{{"", "echo READY$((30+1))\n"}, {"READY31", "\x04"}})
+		if code != 0 {
+			t.Errorf("Ctrl-D: want exit 0, got %d\n%s", code, out)
+		}
+	})
+	t.Run("ctrl-c stops the program, not the shell", func(t *testing.T) {
+		out, code := lcShell(t, rid, 24, 80, s, [][2]string{
+			{"", "sh -c 'echo START$((3+4)); exec sleep 1313'\n"},
+			{"START7", "\x03"},
+			// ^C is echoed once the terminal has flushed its input.
+			{"^C", "echo AFTER$((5+5)); exit 0\n"},
+		})
+		if code != 0 || !strings.Contains(out, "AFTER10") {
+			t.Errorf("Ctrl-C: want the sleep interrupted and the shell alive, got %d\n%s", code, out)
+		}
+		if l := leftover(t, s, "sleep 1313"); l != "" {
+			t.Errorf("Ctrl-C left %s", l)
+		}
+	})
+	t.Run("a new sandbox, a command, not a tty", func(t *testing.T) {
+		s2 := newScope(t)
+		out, code := lcShell(t, rid, 24, 80, s2+"/dbg -- sh -c 'id -u; exit 7'", nil)
+		if code != 7 || !strings.Contains(out, "65532") {
+			t.Errorf("shell -- COMMAND in a new sandbox: %d\n%s", code, out)
+		}
+		checkHardening(t, s2, "dbg", 1<<30, 1e9, 256)
+		r := lcSb(t, rid, "shell", s)
+		wantCode(t, r, 125)
+		if !strings.Contains(r.Stderr, "not a TTY") {
+			t.Errorf("shell without a terminal: %s", r)
+		}
+	})
+}
+
+// TestLifecycleLimit: over max_sandboxes, exit 125 limit_reached naming the
+// limit, and nothing created; existing sandboxes keep working.
+func TestLifecycleLimit(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	a, b, c := newScope(t), newScope(t), newScope(t)
+	env := lcEnv(rid, "DOCKER_SANDBOX_MAX_SANDBOXES=2")
+	for _, s := range []string{a, b} {
+		wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", s, "-c", "echo ok"}, env: env}), "ok\n")
+	}
+	r := sbRun(t, run{args: []string{"exec", "-s", c, "--format", "json", "-c", "echo ok"}, env: env})
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "limit_reached" || !strings.Contains(e.Error.Message, "max_sandboxes") ||
+		!strings.Contains(e.Error.Message, "2") {
+		t.Errorf("over the limit: %+v", e)
+	}
+	if n, v := objects(t, c); n != 0 || v != 0 {
+		t.Errorf("over the limit, %d containers and %d volumes were created", n, v)
+	}
+	r = sbRun(t, run{args: []string{"exec", "-s", a, "--session", "x", "-c", "echo ok"}, env: env})
+	wantCode(t, r, 125)
+	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", a, "-c", "echo still"}, env: env}), "still\n")
+	wantStdout(t, sbRun(t, run{args: []string{"stop", b}, env: env}), b+"\n")
+	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", c, "-c", "echo ok"}, env: env}), "ok\n")
+}
+
+// TestLifecycleFaults: containers killed or removed from outside, before and
+// during an exec; the plugin killed mid-exec.
+func TestLifecycleFaults(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	t.Run("removed between two execs", func(t *testing.T) {
+		s := newScope(t)
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo kept > f; echo ok"), "ok\n")
+		removeContainer(t, "docker-sandbox-"+s)
+		j := decodeExec(t, lcSb(t, rid, "exec", "-s", s, "--format", "json", "-c", "cat f"))
+		if !j.Created || j.Stdout != "kept\n" {
+			t.Errorf("after docker rm -f: %+v", j)
+		}
+	})
+	for _, how := range []string{"rm -f", "kill"} {
+		t.Run(how+" during an exec", func(t *testing.T) {
+			s := newScope(t)
+			wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo kept > f; echo ok"), "ok\n")
+			wait := lcStartSlow(t, rid, s, "1717")
+			name := "docker-sandbox-" + s
+			start := time.Now()
+			if how == "kill" {
+				if err := engine(t).ContainerKill(context.Background(), name, "KILL"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				removeContainer(t, name)
+			}
+			w := wait()
+			if w.Code != 125 || !strings.Contains(w.Stderr, "killed or removed") {
+				t.Errorf("the running exec: want exit 125 saying its container was killed or removed, got:\n%s", w)
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("the running exec took %s to notice", d)
+			}
+			poll(t, 20*time.Second, func() error {
+				if lcContainerExists(t, name) {
+					return fmt.Errorf("container %s still there", name)
+				}
+				return nil
+			})
+			j := decodeExec(t, lcSb(t, rid, "exec", "-s", s, "--format", "json", "-c", "cat f"))
+			if !j.Created || j.Stdout != "kept\n" {
+				t.Errorf("the next call: %+v", j)
+			}
+		})
+	}
+	t.Run("plugin killed: the sandbox still expires", func(t *testing.T) {
+		s := newScope(t)
+		cmd := osexec.Command("docker", "sandbox", "exec", "-s", s, "--idle-ttl", "2s", "--timeout", "3s", "-c", "echo ready; exec sleep 1616")
+		cmd.Env = append(os.Environ(), lcEnv(rid)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := bufio.NewReader(stdout).ReadString('\n'); l != "ready\n" {
+			t.Fatalf("not started: %q", l)
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		killed := time.Now()
+		poll(t, 30*time.Second, func() error {
+			if lcContainerExists(t, "docker-sandbox-"+s) {
+				return fmt.Errorf("the sandbox of the killed plugin still exists %s later", time.Since(killed).Round(time.Second))
+			}
+			return nil
+		})
+		if !lcVolumeExists(t, "docker-sandbox-"+s+".user") {
+			t.Errorf("expiry removed the data")
+		}
+	})
+}
+
+// lcConcurrent runs a plugin call from any goroutine (no t.Fatal).
+func lcConcurrent(dir string, env []string, args ...string) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, "docker", append([]string{"sandbox"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := result{Stdout: stdout.String(), Stderr: stderr.String()}
+	var ee *osexec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("%v did not finish:\n%s", args, res)
+	case errors.As(err, &ee):
+		res.Code = ee.ExitCode()
+	case err != nil:
+		return res, err
+	}
+	return res, nil
+}
+
+// TestLifecycleRace: two rm and one exec at the same moment on one scope: no
+// error but scope_busy or not_found, and no object left but a whole sandbox
+// (when the exec ran last).
+func TestLifecycleRace(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	dir := t.TempDir()
+	env := lcEnv(rid)
+	for round := 0; round < 3; round++ {
+		s := newScope(t)
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
+		calls := [][]string{
+			{"rm", "--format", "json", s},
+			{"exec", "-s", s, "--format", "json", "-c", "sleep 0.3; echo ran > f; echo ran"},
+			{"rm", "--format", "json", s},
+		}
+		results := make([]result, len(calls))
+		errs := make([]error, len(calls))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, args := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if i == 2 {
+					time.Sleep(150 * time.Millisecond) // the second rm lands while the exec runs
+				}
+				results[i], errs[i] = lcConcurrent(dir, env, args...)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, r := range results {
+			if errs[i] != nil {
+				t.Fatalf("round %d call %d: %v", round, i, errs[i])
+			}
+			if r.Code == 0 {
+				continue
+			}
+			code := ""
+			if calls[i][0] == "rm" {
+				var res []lcTargetResult
+				if json.Unmarshal([]byte(r.Stdout), &res) == nil && len(res) == 1 && res[0].Error != nil {
+					code = res[0].Error.Code
+				}
+			} else {
+				var e errJSON
+				_ = json.Unmarshal([]byte(r.Stdout), &e)
+				code = e.Error.Code
+			}
+			if code != "scope_busy" && code != "not_found" {
+				t.Errorf("round %d: %v: want success, scope_busy or not_found, got:\n%s", round, calls[i], r)
+			}
+		}
+		// What is left is either nothing or one whole sandbox with the exec's data.
+		c, v := objects(t, s)
+		t.Logf("round %d: rm exit %d, exec exit %d, rm exit %d; left %d containers, %d volumes",
+			round, results[0].Code, results[1].Code, results[2].Code, c, v)
+		switch {
+		case c == 0 && v == 0:
+		case c == 1 && v == 1:
+			if results[1].Code != 0 {
+				t.Errorf("round %d: a sandbox is left but the exec failed", round)
+			}
+			wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "cat f"), "ran\n")
+		default:
+			t.Errorf("round %d: %d containers and %d volumes left", round, c, v)
+		}
+		wantCode(t, lcSb(t, rid, "rm", "-f", s), 0)
+		if c, v := objects(t, s); c != 0 || v != 0 {
+			t.Errorf("round %d: rm -f left %d containers and %d volumes", round, c, v)
+		}
+	}
+	// No seeder, probe or other object of the run is left.
+	f := filters.NewArgs(filters.Arg("label", lcTestRunLabel+"="+rid))
+	cs, _ := engine(t).ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
+	if len(cs) != 0 {
+		t.Errorf("%d containers of the run left", len(cs))
+	}
+}
+
+// TestLifecycleLoad: 4 scopes × 25 execs, 8 at a time, each echoing a
+// distinct 64 KiB payload and its sha256: zero errors, byte-exact, and no
+// object left beyond the 4 scopes' own.
+func TestLifecycleLoad(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	env := lcEnv(rid)
+	dir := t.TempDir()
+	var scopes []string
+	for i := 0; i < 4; i++ {
+		s := newScope(t)
+		scopes = append(scopes, s)
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
+	}
+	type job struct {
+		scope   string
+		payload []byte
+	}
+	var jobs []job
+	for i := 0; i < 100; i++ {
+		p := make([]byte, 64<<10)
+		seed := sha256.Sum256([]byte(fmt.Sprintf("%s-%d", rid, i)))
+		for j := range p {
+			p[j] = seed[j%32] ^ byte(j/32)
+		}
+		jobs = append(jobs, job{scope: scopes[i%4], payload: p})
+	}
+	start := time.Now()
+	sem := make(chan struct{}, 8)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []string
+	)
+	for i, jb := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			// The standalone binary: the docker CLI's plugin dispatch would
+			// triple the processes started, and it is not what is tested.
+			cmd := osexec.CommandContext(ctx, pluginBin, "exec", "-s", jb.scope, "-c",
+				`{ tee /dev/fd/3 | sha256sum >&2; } 3>&1`)
+			cmd.Env = append(os.Environ(), env...)
+			cmd.Dir = dir
+			cmd.Stdin = bytes.NewReader(jb.payload)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			sum := sha256.Sum256(jb.payload)
+			var bad string
+			switch {
+			case err != nil:
+				bad = fmt.Sprintf("exec %d: %v: %s", i, err, stderr.String())
+			case !bytes.Equal(stdout.Bytes(), jb.payload):
+				bad = fmt.Sprintf("exec %d: payload differs (%d bytes back)", i, stdout.Len())
+			case strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(stderr.String()), "-")) != hex.EncodeToString(sum[:]):
+				bad = fmt.Sprintf("exec %d: sha256 %q, want %s", i, stderr.String(), hex.EncodeToString(sum[:]))
+			}
+			if bad != "" {
+				mu.Lock()
+				errs = append(errs, bad)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("100 execs of 64 KiB, 8 at a time, in %s", time.Since(start).Round(time.Millisecond))
+	for _, e := range errs {
+		t.Error(e)
+	}
+	f := filters.NewArgs(filters.Arg("label", lcTestRunLabel+"="+rid))
+	cs, _ := engine(t).ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
+	vs, _ := engine(t).VolumeList(context.Background(), volume.ListOptions{Filters: f})
+	ns, _ := engine(t).NetworkList(context.Background(), network.ListOptions{Filters: f})
+	want := map[string]bool{}
+	for _, s := range scopes {
+		want["docker-sandbox-"+s] = true
+		want["docker-sandbox-"+s+".user"] = true
+	}
+	var extra []string
+	for _, c := range cs {
+		if n := strings.TrimPrefix(c.Names[0], "/"); !want[n] {
+			extra = append(extra, "container "+n)
+		}
+	}
+	nv := 0
+	for _, v := range vs.Volumes {
+		if v.Labels["com.docker.sandbox.kind"] == "helper" {
+			continue
+		}
+		nv++
+		if !want[v.Name] {
+			extra = append(extra, "volume "+v.Name)
+		}
+	}
+	for _, n := range ns {
+		extra = append(extra, "network "+n.Name)
+	}
+	if len(extra) > 0 || len(cs) != 4 || nv != 4 {
+		t.Errorf("after the load: %d containers, %d volumes; unexpected: %v", len(cs), nv, extra)
+	}
+}

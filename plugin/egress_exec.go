@@ -1,0 +1,87 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/docker/cli/cli/command"
+	"github.com/spf13/cobra"
+
+	"github.com/docker-sandbox/docker-sandbox/egress"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
+)
+
+// egExecPlan is exec's network choice: none, proxy (with the policy the
+// call sets, if any) or a named Docker network.
+type egExecPlan struct {
+	mode string
+	// rules replace the scope's policy when set (flags, or the scope's
+	// [scope.NAME] table); nil keeps the stored policy.
+	rules *policy.Rules
+}
+
+// egPlanExec validates --network, --allow, --allow-port and --allow-cidr
+// (--allow and friends imply --network proxy).
+func egPlanExec(cmd *cobra.Command, c *config.Config, allow, ports, cidrs []string) (*egExecPlan, error) {
+	p := &egExecPlan{mode: c.Network}
+	if len(allow) > 0 || len(ports) > 0 || len(cidrs) > 0 {
+		if cmd.Flags().Changed("network") && c.Network != "proxy" {
+			return nil, sbexec.Errorf(sbexec.CodeBadFlag, "--allow, --allow-port and --allow-cidr need --network proxy, not --network %s", c.Network)
+		}
+		p.mode = "proxy"
+		r, err := egressRules(allow, ports, cidrs)
+		if err != nil {
+			return nil, err
+		}
+		p.rules = &r
+	}
+	switch m := p.mode; {
+	case m == "none" || m == "proxy":
+	case m == "host" || strings.HasPrefix(m, "container:") || m == "default":
+		return nil, sbexec.Errorf(sbexec.CodeBadFlag, "--network %s is refused: use none, proxy (the egress proxy) or the name of a Docker network", m)
+	case strings.ContainsAny(m, " \t/\\:"):
+		return nil, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --network %q: use none, proxy or the name of a Docker network", m)
+	}
+	return p, nil
+}
+
+// apply sets the spec's network for the plan; in proxy mode it starts the
+// sidecar if needed, makes the scope's network and credential, and sets the
+// scope's policy when this call gives one.
+func (p *egExecPlan) apply(ctx context.Context, dockerCli command.Cli, c *config.Config, spec *sbexec.Spec) error {
+	spec.Network = p.mode
+	switch p.mode {
+	case "none":
+		return nil
+	case "proxy":
+	default:
+		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: --network %s: the sandbox gets that network's access as it is; no egress policy applies (use --network proxy for allowlists)\n", p.mode)
+		return nil
+	}
+	rules := p.rules
+	if rules == nil {
+		if sp, ok := c.Scopes[spec.Scope]; ok {
+			r, err := policy.Rules{Allow: sp.Allow, AllowPorts: sp.AllowPorts, AllowCIDRs: sp.AllowCIDRs}.Normalize()
+			if err != nil {
+				return sbexec.Errorf(sbexec.CodeBadConfig, "%s: [scope.%s]: %v", sp.Source, spec.Scope, err)
+			}
+			rules = &r
+		}
+	}
+	known := ""
+	if ctr, err := dockerCli.Client().ContainerInspect(ctx, spec.ContainerName()); err == nil && ctr.Config != nil {
+		known = egress.ProxyURLFrom(ctr.Config.Env)
+	}
+	att, err := egressManager(dockerCli, c).Attach(ctx, spec.Scope, rules, known)
+	if err != nil {
+		return err
+	}
+	spec.NetworkAttach, spec.DNS, spec.DNSOptions, spec.Env = att.Network, att.DNS, att.DNSOptions, att.Env
+	if !att.Known && len(att.Rules.Allow) == 0 && len(att.Rules.AllowCIDRs) == 0 {
+		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: scope %s has an empty egress policy: every connection is refused (give --allow HOST, or `docker sandbox egress policy %s --allow HOST`)\n", spec.Scope, spec.Scope)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package plugin
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
+)
+
+func TestEgPlanExec(t *testing.T) {
+	tests := []struct {
+		name                string
+		network             string // config's network (flag or file)
+		networkFlag         bool
+		allow, ports, cidrs []string
+		mode                string
+		rules               *policy.Rules
+		err                 string
+	}{
+		{name: "default", network: "none", mode: "none"},
+		{name: "proxy", network: "proxy", mode: "proxy"},
+		{name: "allow implies proxy", network: "none", allow: []string{"PyPI.org", "*.pythonhosted.org"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{"*.pythonhosted.org", "pypi.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}}},
+		{name: "ports and cidrs", network: "proxy", networkFlag: true, ports: []string{"8443,443"}, cidrs: []string{"10.1.2.3/16"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{"10.1.0.0/16"}}},
+		{name: "allow with network none", network: "none", networkFlag: true, allow: []string{"x.test"}, err: "need --network proxy"},
+		{name: "bad pattern", network: "none", allow: []string{"a.*.b"}, err: "bad host pattern"},
+		{name: "bad port", network: "none", ports: []string{"0"}, err: "--allow-port"},
+		{name: "bad cidr", network: "none", cidrs: []string{"10.0.0.0/40"}, err: "bad CIDR"},
+		{name: "named network", network: "my-net", mode: "my-net"},
+		{name: "host", network: "host", err: "refused"},
+		{name: "container", network: "container:abc", err: "refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &cobra.Command{}
+			cmd.Flags().String("network", "", "")
+			if tt.networkFlag {
+				_ = cmd.Flags().Set("network", tt.network)
+			}
+			p, err := egPlanExec(cmd, &config.Config{Network: tt.network}, tt.allow, tt.ports, tt.cidrs)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.mode != tt.mode {
+				t.Fatalf("mode %q, want %q", p.mode, tt.mode)
+			}
+			if d := cmp.Diff(tt.rules, p.rules); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+func TestEgFilterTail(t *testing.T) {
+	in := strings.Join([]string{
+		`{"scope":"a","n":1}`, `{"scope":"b","n":2}`, `{"scope":"a","n":3}`, `{"scope":"a","n":4}`,
+		egBacklogMark,
+		`{"scope":"a","n":5}`, `{"scope":"b","n":6}`,
+	}, "\n") + "\n"
+	read := func(scope string, n int) string {
+		b, _ := io.ReadAll(egFilterTail(strings.NewReader(in), scope, n))
+		return string(b)
+	}
+	if got := read("a", 2); got != `{"scope":"a","n":3}`+"\n"+`{"scope":"a","n":4}`+"\n"+`{"scope":"a","n":5}`+"\n" {
+		t.Fatalf("scope a, tail 2: %q", got)
+	}
+	if got := read("", 0); got != `{"scope":"a","n":5}`+"\n"+`{"scope":"b","n":6}`+"\n" {
+		t.Fatalf("tail 0: %q", got)
+	}
+	if got := read("b", -1); got != `{"scope":"b","n":2}`+"\n"+`{"scope":"b","n":6}`+"\n" {
+		t.Fatalf("scope b: %q", got)
+	}
+}
