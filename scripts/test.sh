@@ -218,9 +218,9 @@ run_go_test() {
 	done
 	[[ -n "$have_pkgs" ]] || args+=(./...)
 	TEST_LOG="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-log.XXXXXX")"
-	log "go test -race -count=1 -timeout 30m -p 2 -v ${args[*]}"
+	log "go test -race -count=1 -timeout 60m -p 2 -v ${args[*]}"
 	set +e
-	CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 30m -p 2 -v "${args[@]}" 2>&1 | tee "$TEST_LOG"
+	CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 60m -p 2 -v "${args[@]}" 2>&1 | tee "$TEST_LOG"
 	TEST_STATUS="${PIPESTATUS[0]}"
 	set -e
 	N_PASS="$(grep -cE '^[[:space:]]*--- PASS:' "$TEST_LOG" || true)"
