@@ -39,5 +39,5 @@ func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
 
 // manager returns the sandbox manager for the CLI's engine.
 func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
-	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version}
+	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, MaxSandboxes: c.MaxSandboxes}
 }
