@@ -415,7 +415,10 @@ http.get({host: p.hostname, port: p.port, path: "http://%[1]s/hello", headers: {
 	}
 	aSubnet := netip.MustParsePrefix(aNet.IPAM.Config[0].Subnet)
 	aGateway := aNet.IPAM.Config[0].Gateway
-	sidecar, _ := engine(t).ContainerInspect(context.Background(), egSidecar)
+	sidecar, err := engine(t).ContainerInspect(context.Background(), egSidecar)
+	if err != nil || sidecar.NetworkSettings == nil || sidecar.NetworkSettings.Networks["docker-sandbox-net-"+a] == nil {
+		t.Fatalf("the sidecar %s is gone or not on scope %s's network: %v", egSidecar, a, err)
+	}
 	sidecarA := sidecar.NetworkSettings.Networks["docker-sandbox-net-"+a].IPAddress
 	bridge, _ := engine(t).NetworkInspect(context.Background(), "bridge", network.InspectOptions{})
 	hostGateway := "172.17.0.1"
