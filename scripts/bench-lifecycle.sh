@@ -93,12 +93,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-q() {
-	local out
-	out="$(printf '%q ' "$@")"
-	printf '%s' "${out% }"
-}
-
 GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go (see go.mod for the version)"
 PATH="$(dirname "$GO"):$PATH"
 export PATH

@@ -139,13 +139,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# q WORD...: one command line for the benchmark program (words quoted like a shell).
-q() {
-	local out
-	out="$(printf '%q ' "$@")"
-	printf '%s' "${out% }"
-}
-
 GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go (see go.mod for the version)"
 PATH="$(dirname "$GO"):$PATH"
 export PATH

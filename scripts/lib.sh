@@ -88,3 +88,11 @@ image_exists() {
 now() {
 	date +%s
 }
+
+# q WORD...: one command line for the benchmark program (scripts/bench),
+# its words quoted like a shell's.
+q() {
+	local out
+	out="$(printf '%q ' "$@")"
+	printf '%s' "${out% }"
+}
