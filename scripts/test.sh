@@ -245,16 +245,21 @@ phase images build_images
 phase "go test" run_go_test "$@"
 
 # Fuzz targets of the copy's path rules and host extraction (files/...), each
-# for a short fixed time (FILES_FUZZTIME, default 10s), with the hostile cases
-# as seeds; only on a full run (no GO TEST ARGS). A failure fails the run (the
-# failing input is written under the package's testdata/fuzz/).
+# for a fixed number of inputs (5-15 s each here; FILES_FUZZ_SCALE=N
+# multiplies them), with the hostile cases as seeds; only on a full run (no GO TEST
+# ARGS). A count, not a duration: Go 1.26's fuzz coordinator can fail a
+# target with "context deadline exceeded" when a -fuzztime duration ends
+# while a worker is busy (golang/go#75804, fixed in Go 1.27), which failed
+# CI once with no failing input. A failure fails the run (the failing input
+# is written under the package's testdata/fuzz/).
 fuzz_files() {
-	local target pkg name
-	for target in ./files/tarsafe:FuzzExtract ./files/tarsafe:FuzzFilter ./files/tarsafe:FuzzCleanName \
-		./files/fsproto:FuzzResolve ./files:FuzzParseLocation; do
-		pkg="${target%%:*}" name="${target#*:}"
-		log "go test -fuzz $name -fuzztime ${FILES_FUZZTIME:-10s} $pkg"
-		if ! "$GO" test -run '^$' -fuzz "^$name\$" -fuzztime "${FILES_FUZZTIME:-10s}" -fuzzminimizetime 5s -parallel 2 "$pkg"; then
+	local target pkg name n rest
+	for target in ./files/tarsafe:FuzzExtract:8000 ./files/tarsafe:FuzzFilter:200000 ./files/tarsafe:FuzzCleanName:300000 \
+		./files/fsproto:FuzzResolve:300000 ./files:FuzzParseLocation:60000; do
+		pkg="${target%%:*}" rest="${target#*:}"
+		name="${rest%%:*}" n=$((${rest#*:} * ${FILES_FUZZ_SCALE:-1}))
+		log "go test -fuzz $name -fuzztime ${n}x $pkg"
+		if ! "$GO" test -run '^$' -fuzz "^$name\$" -fuzztime "${n}x" -fuzzminimizetime 1000x -parallel 2 "$pkg"; then
 			log "fuzz target $name of $pkg failed"
 			N_FAIL=$((N_FAIL + 1))
 			TEST_STATUS=1
