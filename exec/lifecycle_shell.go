@@ -30,11 +30,16 @@ func (m *Manager) Ensure(ctx context.Context, spec Spec) (string, Result, error)
 
 // execNotStarted reports that the engine refused to start an exec (409: its
 // container is paused, by a stop or rm checking that it is idle, or not
-// running; 404: gone). The exec's program never ran, so the call can create
+// running; 404: gone; or, after the attach, its reason in the stream that
+// the container is stopped or going). The exec's program never ran, so the call can create
 // a new exec, once the container runs again or, gone, is created anew.
 func execNotStarted(err error) bool {
 	if err == nil {
 		return false
+	}
+	var se *execStartError
+	if errors.As(err, &se) {
+		return se.containerGoing()
 	}
 	s := err.Error()
 	return strings.Contains(s, "unable to upgrade to tcp, received 409") || strings.Contains(s, "unable to upgrade to tcp, received 404")

@@ -92,6 +92,10 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		if execNotStarted(err) {
 			return false, errNotRunningYet // paused by a stop/rm, or going: the program did not run
 		}
+		var se *execStartError
+		if errors.As(err, &se) {
+			return true, Wrap(CodeEngineError, err, "cannot run in sandbox %s", spec.Target)
+		}
 		return true, err
 	})
 	res.Status = st
@@ -307,10 +311,20 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 		_, err := stdcopy.StdCopy(pw, helperErr, hj.Reader)
 		pw.CloseWithError(err)
 	}()
-	fr := wire.NewFrameReader(pr)
-	for {
+	head := &headRecorder{r: pr, max: 4 << 10}
+	fr := wire.NewFrameReader(head)
+	for frames := 0; ; frames++ {
 		typ, p, err := fr.Next()
 		if err != nil {
+			if frames == 0 && errors.Is(err, wire.ErrBadFrame) {
+				// Not the helper's framing: the engine could not start
+				// the exec and wrote its reason into the stream instead
+				// (e.g. "cannot exec in a stopped container" when a
+				// stop or rm won the race). Nothing ran.
+				_, _ = io.Copy(io.Discard, io.LimitReader(head, 4<<10))
+				pr.CloseWithError(err)
+				return st, &execStartError{msg: strings.TrimSpace(string(head.buf))}
+			}
 			pr.CloseWithError(err)
 			if ctx.Err() != nil {
 				return st, ctx.Err()
@@ -340,6 +354,39 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			return st, nil
 		}
 	}
+}
+
+// headRecorder keeps the first max bytes read through it.
+type headRecorder struct {
+	r   io.Reader
+	buf []byte
+	max int
+}
+
+func (h *headRecorder) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if room := h.max - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(n, room)]...)
+	}
+	return n, err
+}
+
+// execStartError is the engine's reason for not starting an exec, which it
+// writes into the exec's output stream after the attach succeeded.
+type execStartError struct{ msg string }
+
+func (e *execStartError) Error() string { return "the engine could not start the program: " + e.msg }
+
+// containerGoing reports an exec start refused because the container is
+// stopping, stopped, paused or gone: the call can start or create it again.
+func (e *execStartError) containerGoing() bool {
+	m := strings.ToLower(e.msg)
+	for _, s := range []string{"stopped", "not running", "paused", "no such container", "is restarting", "being removed"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // limitedBuffer keeps the first max bytes written to it.

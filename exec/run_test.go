@@ -40,6 +40,9 @@ type fakeEngine struct {
 	calls      []string
 	createErr  error // returned once by ContainerCreate of the sandbox
 	runtimes   map[string]system.RuntimeWithStatus
+	// startErrs: reasons the engine gives, one per exec start, instead of
+	// starting it (written raw into the attached stream, as dockerd does).
+	startErrs []string
 	// helper answers one exec: it gets the code and stdin, returns frames.
 	helper func(cmd []string, code []byte, stdin []byte) (stdout, stderr string, st wire.RunStatus)
 }
@@ -76,6 +79,20 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 	var cmd []string
 	_ = json.Unmarshal([]byte(id), &cmd)
 	client, server := net.Pipe()
+	f.mu.Lock()
+	var startErr string
+	if len(f.startErrs) > 0 {
+		startErr, f.startErrs = f.startErrs[0], f.startErrs[1:]
+	}
+	f.mu.Unlock()
+	if startErr != "" {
+		go func() {
+			defer server.Close()
+			go func() { _, _ = io.Copy(io.Discard, server) }()
+			_, _ = stdcopy.NewStdWriter(server, stdcopy.Stdout).Write([]byte(startErr + "\r\n"))
+		}()
+		return types.NewHijackedResponse(&halfConn{Conn: client}, ""), nil
+	}
 	go func() {
 		defer server.Close()
 		noCode := false
@@ -283,6 +300,37 @@ func TestRunCreatesThenReuses(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"ExecCreate", "ExecAttach"}, f.calls); diff != "" {
 		t.Fatalf("warm call (-want +got):\n%s", diff)
+	}
+}
+
+// The engine refuses to start an exec after the attach (a stop or rm won
+// the race) by writing its reason into the stream: nothing ran, so the call
+// runs again; any other reason is an engine error that names it.
+func TestRunExecStartRefused(t *testing.T) {
+	f := newFake()
+	f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) { return "ran", "", wire.RunStatus{} }
+	f.containers["docker-sandbox-u1.s"] = &container.Config{}
+	f.running["docker-sandbox-u1.s"] = true
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+	req := func(out io.Writer) Request {
+		return Request{Lang: languages["sh"], Code: []byte("echo"), Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: out}
+	}
+
+	f.startErrs = []string{"cannot exec in a stopped container: unknown"}
+	var out strings.Builder
+	if _, err := m.Run(context.Background(), testSpec(), req(&out)); err != nil || out.String() != "ran" {
+		t.Fatalf("after a refused start: %v, out %q, calls %v", err, out.String(), f.calls)
+	}
+	if n := strings.Count(strings.Join(f.calls, " "), "ExecAttach"); n != 2 {
+		t.Fatalf("%d exec starts, want 2 (refused, then ran): %v", n, f.calls)
+	}
+
+	f.startErrs = []string{`OCI runtime exec failed: exec failed: unable to start container process: exec: "/x": permission denied: unknown`}
+	out.Reset()
+	_, err := m.Run(context.Background(), testSpec(), req(&out))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeEngineError || !strings.Contains(e.Message, "permission denied") || out.Len() != 0 {
+		t.Fatalf("other reason: %v (out %q)", err, out.String())
 	}
 }
 
