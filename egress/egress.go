@@ -171,6 +171,8 @@ func NetworkName(scope string) string { return NetworkPrefix + scope }
 // Attachment is what a proxy-mode sandbox of a scope is created with.
 type Attachment struct {
 	Network string // the scope's network
+	// NetworkCreated is set when this call made the network.
+	NetworkCreated bool
 	// Env holds HTTP_PROXY, HTTPS_PROXY, their lower-case forms, NO_PROXY.
 	Env []string
 	// DNS is the sandbox's resolver: an address nothing answers on, with

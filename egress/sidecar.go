@@ -147,7 +147,7 @@ func (m *Manager) Ensure(ctx context.Context) (*container.InspectResponse, Setti
 
 // ensure starts the existing sidecar, or creates it with s (nil: defaults).
 func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectResponse, bool, error) {
-	created := false
+	created, started := false, false
 	deadline := time.Now().Add(60 * time.Second)
 	for attempt := 0; ; attempt++ {
 		c, err := m.sidecar(ctx)
@@ -168,6 +168,7 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 				created = true
 			case conflict(err):
 				// Another call is creating it.
+				started = true // and it may not listen yet: wait too
 			default:
 				return nil, false, err
 			}
@@ -175,6 +176,7 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 			err := m.Engine.ContainerStart(ctx, SidecarName, container.StartOptions{})
 			switch {
 			case err == nil || conflict(err) || strings.Contains(err.Error(), "already"):
+				started = true
 			case notFound(err) || strings.Contains(err.Error(), "network"):
 				// One of its networks was removed while it was stopped:
 				// make it again from its settings (they are in its labels).
@@ -195,6 +197,18 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 		if running(c) {
 			if err := m.connectAll(ctx, c, settingsFromLabels(c.Config.Labels)); err != nil {
 				return nil, false, err
+			}
+			if created || started {
+				// Running is not listening yet: wait for the proxy, so
+				// that the caller's first request does not race it.
+				var errb bytes.Buffer
+				code, err := m.helperExec(ctx, []string{"proxy", "wait", "--addr", "127.0.0.1:" + strconv.Itoa(ProxyPort)}, nil, nil, &errb)
+				if err != nil {
+					return nil, false, err
+				}
+				if code != 0 {
+					return nil, false, sbexec.Errorf(CodeEgressUnavailable, "the egress proxy did not start listening: %s (see `docker logs %s`)", strings.TrimSpace(errb.String()), SidecarName)
+				}
 			}
 			c, err = m.sidecar(ctx)
 			if err != nil || c == nil {
@@ -396,25 +410,26 @@ func alreadyConnected(err error) bool {
 
 // ensureNetwork returns the scope's network, creating it with a free
 // subnet of the pool.
-func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (network.Inspect, Layout, error) {
+func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (network.Inspect, Layout, bool, error) {
 	name := NetworkName(scope)
 	skip := map[netip.Prefix]bool{}
+	created := false
 	for attempt := 0; attempt < 20; attempt++ {
 		n, err := m.Engine.NetworkInspect(ctx, name, network.InspectOptions{})
 		if err == nil {
 			sub, ok := subnetOf(n)
 			if !ok || n.Labels[sbexec.LabelKind] != KindNetwork {
-				return n, Layout{}, sbexec.Errorf(sbexec.CodeEngineError, "network %s exists and is not a docker sandbox scope network: remove it", name)
+				return n, Layout{}, false, sbexec.Errorf(sbexec.CodeEngineError, "network %s exists and is not a docker sandbox scope network: remove it", name)
 			}
 			lay, err := LayoutOf(sub)
-			return n, lay, err
+			return n, lay, created, err
 		}
 		if !notFound(err) {
-			return n, Layout{}, sbexec.EngineError(err, "cannot inspect network "+name)
+			return n, Layout{}, false, sbexec.EngineError(err, "cannot inspect network "+name)
 		}
 		all, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 		if err != nil {
-			return n, Layout{}, sbexec.EngineError(err, "cannot list networks")
+			return n, Layout{}, false, sbexec.EngineError(err, "cannot list networks")
 		}
 		var used []netip.Prefix
 		for _, o := range all {
@@ -426,7 +441,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 		}
 		sub, err := Allocate(s.Pool, s.Bits, used, skip, scope)
 		if err != nil {
-			return n, Layout{}, sbexec.Errorf(sbexec.CodeLimitReached, "%v", err)
+			return n, Layout{}, false, sbexec.Errorf(sbexec.CodeLimitReached, "%v", err)
 		}
 		lay, _ := LayoutOf(sub)
 		labels := sbexec.BaseLabels(KindNetwork)
@@ -449,6 +464,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 		})
 		switch {
 		case err == nil:
+			created = true
 			continue // inspect it
 		case conflict(err) || strings.Contains(err.Error(), "already exists"):
 			continue // another call made it
@@ -456,10 +472,10 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 			skip[sub] = true // another call took the subnet
 			continue
 		default:
-			return n, Layout{}, sbexec.EngineError(err, "cannot create network "+name)
+			return n, Layout{}, false, sbexec.EngineError(err, "cannot create network "+name)
 		}
 	}
-	return network.Inspect{}, Layout{}, sbexec.Errorf(sbexec.CodeEngineError, "could not create network %s: the engine kept refusing the subnets", name)
+	return network.Inspect{}, Layout{}, false, sbexec.Errorf(sbexec.CodeEngineError, "could not create network %s: the engine kept refusing the subnets", name)
 }
 
 // Attach prepares a proxy-mode sandbox of scope: the sidecar runs, the
@@ -469,20 +485,11 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 // known is the proxy URL of the scope's existing sandbox, if any: without
 // rules, it is reused as it is.
 func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules, known string) (Attachment, error) {
-	c, s, err := m.Ensure(ctx)
+	n, lay, created, err := m.EnsureNetwork(ctx, scope)
 	if err != nil {
 		return Attachment{}, err
 	}
-	sbexec.Debugf("egress: sidecar ready")
-	n, lay, err := m.ensureNetwork(ctx, scope, s)
-	if err != nil {
-		return Attachment{}, err
-	}
-	if err := m.connect(ctx, c, n); err != nil {
-		return Attachment{}, err
-	}
-	sbexec.Debugf("egress: scope network ready")
-	att := Attachment{Network: n.Name, DNS: []string{lay.DNS.String()}, DNSOptions: []string{"timeout:1", "attempts:1"}}
+	att := Attachment{Network: n.Name, NetworkCreated: created, DNS: []string{lay.DNS.String()}, DNSOptions: []string{"timeout:1", "attempts:1"}}
 	// The sandbox exists already and this call changes no policy: its
 	// proxy URL is all it needs (an exec in the sidecar costs ~0.1 s).
 	if rules == nil && known != "" {
@@ -499,6 +506,25 @@ func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules,
 	att.ProxyURL = fmt.Sprintf("http://%s:%s@%s:%d", scope, entry.Token, lay.Proxy, ProxyPort)
 	att.Env, att.Rules = ProxyEnv(att.ProxyURL), entry.Rules
 	return att, nil
+}
+
+// EnsureNetwork makes the sidecar run and the scope's network exist with
+// the sidecar on it; created tells whether this call made the network.
+func (m *Manager) EnsureNetwork(ctx context.Context, scope string) (n network.Inspect, lay Layout, created bool, err error) {
+	c, s, err := m.Ensure(ctx)
+	if err != nil {
+		return n, lay, false, err
+	}
+	sbexec.Debugf("egress: sidecar ready")
+	n, lay, created, err = m.ensureNetwork(ctx, scope, s)
+	if err != nil {
+		return n, lay, false, err
+	}
+	if err := m.connect(ctx, c, n); err != nil {
+		return n, lay, created, err
+	}
+	sbexec.Debugf("egress: scope network ready")
+	return n, lay, created, nil
 }
 
 // ScopeEntry is a scope's entry as the helper prints it.
@@ -680,9 +706,9 @@ func (m *Manager) waitGone(ctx context.Context) {
 }
 
 // RemoveScope removes a scope's network (when no sandbox uses it: the
-// sidecar is disconnected from it first) and its credential. It is for
-// `rm` and `prune`.
-func (m *Manager) RemoveScope(ctx context.Context, scope string) error {
+// sidecar is disconnected from it first) and, with forget, its credential
+// and policy. It is for `rm`, `prune`, and a failed first exec.
+func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) error {
 	n, err := m.Engine.NetworkInspect(ctx, NetworkName(scope), network.InspectOptions{})
 	if notFound(err) {
 		return nil
@@ -699,7 +725,7 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string) error {
 	if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
 		return sbexec.EngineError(err, "cannot remove network "+NetworkName(scope))
 	}
-	if c, err := m.sidecar(ctx); err == nil && running(c) {
+	if c, err := m.sidecar(ctx); forget && err == nil && running(c) {
 		_, _ = m.helperExec(ctx, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, nil)
 	}
 	return nil

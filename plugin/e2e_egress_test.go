@@ -396,6 +396,19 @@ http.get({host: p.hostname, port: p.port, path: "http://%[1]s/hello", headers: {
 		r = sb(t, append(append([]string{"exec"}, aArgs...), "--lang", "node", "-c", node)...)
 		wantStdout(t, r, "hello from upstream, host "+egUpName+"\nhello from upstream, host "+egUpName+"\n")
 
+		// curl (HTTP; HTTPS through CONNECT) and pip (an index over HTTPS)
+		// with the proxy variables alone; a host the policy does not
+		// grant is the proxy's 403, over HTTP and CONNECT alike.
+		script := "cat > /tmp/ca.pem <<'EOF'\n" + f.caPEM + "EOF\n" + fmt.Sprintf(`curl -sS http://%[1]s/hello
+curl -sS --cacert /tmp/ca.pem https://%[1]s/hello
+curl -s -o /dev/null -w 'denied http %%{http_code}\n' http://denied.test/hello
+curl -s -o /dev/null -w 'denied https %%{http_connect}' https://denied.test/hello; echo " exit $?"
+pip install -q --no-cache-dir --index-url https://%[1]s/simple/ --cert /tmp/ca.pem egress-probe >/tmp/pip.out 2>&1 || cat /tmp/pip.out
+python3 -c 'import egress_probe; print("egress_probe", egress_probe.VALUE)'
+`, egUpName)
+		r = sb(t, append(append([]string{"exec"}, aArgs...), "--lang", "sh", "-c", script)...)
+		wantStdout(t, r, "hello from upstream, host "+egUpName+"\nhello from upstream, host "+egUpName+"\ndenied http 403\ndenied https 403 exit 56\negress_probe 42\n")
+
 		// busybox wget (another sandbox of the same scope, another image).
 		needBusybox(t)
 		r = sb(t, append(append([]string{"exec"}, aArgs...), "--session", "bb", "--image", busybox, "--lang", "sh", "-c", "wget -q -O - http://"+egUpName+"/hello")...)
@@ -818,11 +831,74 @@ for name, fu in futs.items():
 		}
 	})
 
+	t.Run("failed first exec leaves no network", func(t *testing.T) {
+		s := newScope(t)
+		r := sb(t, "exec", "-s", s, "--allow", egUpName, "--runtime", "nonexistent-runtime", "--format", "json", "-c", "true")
+		wantCode(t, r, 125)
+		if decodeErr(t, r).Error.Code != "runtime_unavailable" {
+			t.Fatalf("%s", r)
+		}
+		if _, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox-net-"+s, network.InspectOptions{}); err == nil {
+			t.Fatal("the failed call left its scope network behind")
+		}
+		if cs, _ := objects(t, s); cs != 0 {
+			t.Fatalf("the failed call left %d containers", cs)
+		}
+	})
+
+	t.Run("rm takes the scope network", func(t *testing.T) {
+		s := newScope(t)
+		wantCode(t, sb(t, append(append([]string{"exec"}, egPolicyArgs(f, s)...), "--session", "x", "-c", "true")...), 0)
+		wantCode(t, sb(t, append(append([]string{"exec"}, egPolicyArgs(f, s)...), "-c", "true")...), 0)
+		netName := "docker-sandbox-net-" + s
+		if _, err := engine(t).NetworkInspect(context.Background(), netName, network.InspectOptions{}); err != nil {
+			t.Fatalf("no scope network after a proxy-mode exec: %v", err)
+		}
+		// Removing a session keeps it (the scope's other sandbox uses it).
+		wantCode(t, sb(t, "rm", s+"/x"), 0)
+		if _, err := engine(t).NetworkInspect(context.Background(), netName, network.InspectOptions{}); err != nil {
+			t.Fatalf("rm of a session removed the scope's network: %v", err)
+		}
+		wantCode(t, sb(t, "rm", s), 0)
+		if _, err := engine(t).NetworkInspect(context.Background(), netName, network.InspectOptions{}); err == nil {
+			t.Fatal("rm of the scope left its network")
+		}
+		sc, err := engine(t).ContainerInspect(context.Background(), egSidecar)
+		if err != nil || !sc.State.Running || sc.NetworkSettings.Networks[netName] != nil {
+			t.Fatalf("sidecar after rm: running %v, still on %s: %v", err == nil && sc.State.Running, netName, err)
+		}
+		// The scope works again after.
+		wantStdout(t, sb(t, append(append([]string{"exec"}, egPolicyArgs(f, s)...), "-c", "curl -sS http://"+egUpName+"/hello")...),
+			"hello from upstream, host "+egUpName+"\n")
+	})
+
+	t.Run("stop, then exec starts it again", func(t *testing.T) {
+		r := sb(t, "egress", "stop", "--format", "json")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.Stdout, `"stopped":true`) {
+			t.Fatalf("stop: %s", r)
+		}
+		c, err := engine(t).ContainerInspect(context.Background(), egSidecar)
+		if err != nil || c.State.Running {
+			t.Fatalf("sidecar after stop: running %v, %v", c.State != nil && c.State.Running, err)
+		}
+		// A proxy-mode exec brings it back with its settings.
+		res := egResults(t, []string{"-s", a, "--network", "proxy"}, `R["back"] = get("http://`+egUpName+`/hello")`)
+		if fmt.Sprint(res["back"]["status"]) != "200" {
+			t.Fatalf("after stop and exec: %v", res["back"])
+		}
+		c, err = engine(t).ContainerInspect(context.Background(), egSidecar)
+		if err != nil || !c.State.Running || c.Config.Labels["com.docker.sandbox.egress.outbound-network"] != f.outNet {
+			t.Fatalf("sidecar after exec: %v", err)
+		}
+		egCheckUpstream(t, f)
+	})
+
 	t.Run("many scopes", func(t *testing.T) {
 		// More scope networks than the engine's default address pools hold
-		// (about 30), through the code exec uses; each gets its own subnet
+		// (31 here), through the code exec uses (without the policy step); each gets its own subnet
 		// of the pool and the sidecar at its fixed address.
-		const n = 40
+		const n = 34
 		m := &egress.Manager{Engine: engine(t), Version: "test"}
 		prefix := "egmany" + randID(3) + "-"
 		var wg sync.WaitGroup
@@ -834,7 +910,7 @@ for name, fu in futs.items():
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				if _, err := m.Attach(context.Background(), fmt.Sprintf("%s%02d", prefix, i), nil, ""); err != nil {
+				if _, _, _, err := m.EnsureNetwork(context.Background(), fmt.Sprintf("%s%02d", prefix, i)); err != nil {
 					errs <- err
 				}
 			}(i)
@@ -876,28 +952,6 @@ for name, fu in futs.items():
 		if got != n {
 			t.Fatalf("%d scope networks, want %d", got, n)
 		}
-	})
-
-	t.Run("stop, then exec starts it again", func(t *testing.T) {
-		r := sb(t, "egress", "stop", "--format", "json")
-		wantCode(t, r, 0)
-		if !strings.Contains(r.Stdout, `"stopped":true`) {
-			t.Fatalf("stop: %s", r)
-		}
-		c, err := engine(t).ContainerInspect(context.Background(), egSidecar)
-		if err != nil || c.State.Running {
-			t.Fatalf("sidecar after stop: running %v, %v", c.State != nil && c.State.Running, err)
-		}
-		// A proxy-mode exec brings it back with its settings.
-		res := egResults(t, []string{"-s", a, "--network", "proxy"}, `R["back"] = get("http://`+egUpName+`/hello")`)
-		if fmt.Sprint(res["back"]["status"]) != "200" {
-			t.Fatalf("after stop and exec: %v", res["back"])
-		}
-		c, err = engine(t).ContainerInspect(context.Background(), egSidecar)
-		if err != nil || !c.State.Running || c.Config.Labels["com.docker.sandbox.egress.outbound-network"] != f.outNet {
-			t.Fatalf("sidecar after exec: %v", err)
-		}
-		egCheckUpstream(t, f)
 	})
 }
 

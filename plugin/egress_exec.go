@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
@@ -18,6 +19,10 @@ import (
 // call sets, if any) or a named Docker network.
 type egExecPlan struct {
 	mode string
+	// m and netCreated: the scope network this call made, to remove if
+	// the run fails before a sandbox uses it.
+	m          *egress.Manager
+	netCreated bool
 	// rules replace the scope's policy when set (flags, or the scope's
 	// [scope.NAME] table); nil keeps the stored policy.
 	rules *policy.Rules
@@ -75,13 +80,27 @@ func (p *egExecPlan) apply(ctx context.Context, dockerCli command.Cli, c *config
 	if ctr, err := dockerCli.Client().ContainerInspect(ctx, spec.ContainerName()); err == nil && ctr.Config != nil {
 		known = egress.ProxyURLFrom(ctr.Config.Env)
 	}
-	att, err := egressManager(dockerCli, c).Attach(ctx, spec.Scope, rules, known)
+	p.m = egressManager(dockerCli, c)
+	att, err := p.m.Attach(ctx, spec.Scope, rules, known)
 	if err != nil {
 		return err
 	}
+	p.netCreated = att.NetworkCreated
 	spec.NetworkAttach, spec.DNS, spec.DNSOptions, spec.Env = att.Network, att.DNS, att.DNSOptions, att.Env
 	if !att.Known && len(att.Rules.Allow) == 0 && len(att.Rules.AllowCIDRs) == 0 {
 		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: scope %s has an empty egress policy: every connection is refused (give --allow HOST, or `docker sandbox egress policy %s --allow HOST`)\n", spec.Scope, spec.Scope)
 	}
 	return nil
+}
+
+// failed undoes what apply made when the run failed without creating the
+// sandbox: a failed call leaves no network behind (the scope's credential
+// and policy stay, as data).
+func (p *egExecPlan) failed(ctx context.Context, spec sbexec.Spec, created bool) {
+	if p == nil || !p.netCreated || created || p.m == nil {
+		return
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = p.m.RemoveScope(bg, spec.Scope, false)
 }

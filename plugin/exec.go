@@ -263,6 +263,9 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	sbexec.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
 	sbexec.Debugf("after run")
+	if runErr != nil {
+		egPlan.failed(ctx, spec, res.Created)
+	}
 	if o.rm {
 		// One-shot: remove what this call created. A sandbox that existed
 		// before (with its data, maybe running other execs) stays.

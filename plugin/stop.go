@@ -9,6 +9,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -129,6 +130,14 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 			found, err = m.StopExact(ctx, t, o.force)
 		default:
 			found, err = m.StopSandbox(ctx, t, o.force)
+		}
+		if err == nil && found && data && t.Session == "" {
+			// The scope is gone: so is its egress network (its policy
+			// stays, as configuration; prune catches what this misses).
+			eg := &egress.Manager{Engine: dockerCli.Client(), Version: Version}
+			if rerr := eg.RemoveScope(ctx, t.Scope, false); rerr != nil {
+				sbexec.Debugf("rm %s: egress network: %v", t, rerr)
+			}
 		}
 		if err == nil && !found {
 			if o.all || o.force {

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # Makes the runtime base image without a container registry: a Debian root
 # filesystem from Debian's own packages (debootstrap, minbase variant, with
-# python3, nodejs, bash, coreutils and ca-certificates), trimmed and imported
-# into the engine with `docker import`.
+# python3, nodejs, bash, coreutils, ca-certificates, curl and python3-pip),
+# trimmed and imported into the engine with `docker import`.
 #
 #   scripts/offline-base.sh [--tag TAG] [--suite SUITE] [--mirror URL] [--rebuild]
 #
 # Defaults: TAG docker-sandbox-base:bookworm, SUITE bookworm, MIRROR the first
 # URIs: of /etc/apt/sources.list.d/debian.sources (else the first deb line of
 # /etc/apt/sources.list, else http://deb.debian.org/debian).
-# Exits 0 at once when TAG already exists (unless --rebuild). Needs root.
+# Exits 0 at once when TAG already exists with the same package list (label
+# com.docker.sandbox.base.include; unless --rebuild); an older TAG is made
+# again and the image it replaced removed. Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
 usage() {
-	sed -n '2,13s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,14s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
@@ -24,7 +26,7 @@ TAG="docker-sandbox-base:bookworm"
 SUITE="bookworm"
 MIRROR=""
 REBUILD=""
-INCLUDE="python3,nodejs,bash,coreutils,ca-certificates"
+INCLUDE="python3,nodejs,bash,coreutils,ca-certificates,curl,python3-pip"
 
 while (($# > 0)); do
 	case "$1" in
@@ -52,9 +54,15 @@ default_mirror() {
 }
 [[ -n "$MIRROR" ]] || MIRROR="$(default_mirror)"
 
-if [[ -z "$REBUILD" ]] && image_exists "$TAG"; then
-	log "image $TAG already exists; nothing to do (--rebuild to make it again)"
-	exit 0
+OLD_ID=""
+if image_exists "$TAG"; then
+	have="$(docker image inspect --format '{{index .Config.Labels "com.docker.sandbox.base.include"}}' "$TAG" 2>/dev/null || true)"
+	if [[ -z "$REBUILD" && "$have" == "$INCLUDE" ]]; then
+		log "image $TAG already exists; nothing to do (--rebuild to make it again)"
+		exit 0
+	fi
+	[[ "$have" == "$INCLUDE" ]] || log "image $TAG has packages '${have:-python3,nodejs,bash,coreutils,ca-certificates}', not '$INCLUDE': making it again"
+	OLD_ID="$(docker image inspect --format '{{.Id}}' "$TAG")"
 fi
 
 [[ "$(id -u)" == 0 ]] || die "debootstrap needs root; run this as root (sudo $0)"
@@ -123,9 +131,15 @@ tar --numeric-owner --one-file-system -C "$ROOT" \
 		--change "ENV PATH=$ENV_PATH" \
 		--change 'LABEL com.docker.sandbox.base=offline' \
 		--change "LABEL com.docker.sandbox.base.suite=$SUITE" \
+		--change "LABEL com.docker.sandbox.base.include=$INCLUDE" \
 		--change 'CMD ["bash"]' \
 		- "$TAG" >/dev/null ||
 	die "docker import of $TAG failed"
 
 size="$(docker image inspect --format '{{.Size}}' "$TAG" 2>/dev/null || echo 0)"
 log "made $TAG ($((size / 1024 / 1024)) MiB) in $(($(now) - start))s"
+if [[ -n "$OLD_ID" && "$OLD_ID" != "$(docker image inspect --format '{{.Id}}' "$TAG")" ]]; then
+	# The image this one replaced (untagged now); kept if a container uses it.
+	docker image rm "$OLD_ID" >/dev/null 2>&1 && log "removed the image it replaced (${OLD_ID#sha256:})" ||
+		log "the image it replaced (${OLD_ID#sha256:}) is still in use; left"
+fi

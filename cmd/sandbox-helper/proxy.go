@@ -45,6 +45,7 @@ const (
 //	sandbox-helper proxy policy [--policy FILE] rm SCOPE
 //	sandbox-helper proxy logs [--log FILE] [--tail N] [-f]
 //	sandbox-helper proxy state [--policy FILE] [--stats FILE]
+//	sandbox-helper proxy wait [--addr 127.0.0.1:3128] [--timeout 20s]
 func runProxy(args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -54,6 +55,8 @@ func runProxy(args []string) int {
 			return proxyLogs(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		case "state":
 			return proxyState(args[1:], os.Stdout, os.Stderr)
+		case "wait":
+			return proxyWait(args[1:], os.Stderr)
 		}
 	}
 	return proxyServe(args)
@@ -302,6 +305,31 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	b, _ := json.Marshal(out)
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
+}
+
+// proxyWait waits until the proxy accepts connections (after the sidecar
+// started), so that the first request of a sandbox does not race it.
+func proxyWait(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-helper proxy wait", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:3128", "the proxy's address")
+	timeout := fs.Duration("timeout", 20*time.Second, "how long to wait")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	deadline := time.Now().Add(*timeout)
+	for {
+		c, err := net.DialTimeout("tcp", *addr, time.Second)
+		if err == nil {
+			c.Close()
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stderr, "sandbox-helper proxy wait: %s does not accept connections: %v\n", *addr, err)
+			return 1
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // proxyState prints the redacted policy and the counters in one object.

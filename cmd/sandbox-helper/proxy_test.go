@@ -220,3 +220,19 @@ func TestProxyServeProcess(t *testing.T) {
 		t.Fatalf("stats: %s", b)
 	}
 }
+
+func TestProxyWait(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if code := proxyWait([]string{"--addr", addr, "--timeout", "5s"}, io.Discard); code != 0 {
+		t.Fatalf("listening: exit %d", code)
+	}
+	l.Close()
+	start := time.Now()
+	if code := proxyWait([]string{"--addr", addr, "--timeout", "200ms"}, io.Discard); code != 1 || time.Since(start) > 3*time.Second {
+		t.Fatalf("closed: exit %d after %s", code, time.Since(start))
+	}
+}

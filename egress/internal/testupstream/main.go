@@ -8,13 +8,20 @@
 //
 // Routes: /hello (a greeting naming the Host header), /redirect (302 to the
 // cloud metadata address), /headers (the request's headers as JSON),
-// /bytes?n=N (N bytes), /simple/ (a minimal PEP 503 index). A canary port
+// /bytes?n=N (N bytes), /simple/ (a PEP 503 index of one package,
+// egress-probe 1.0, whose wheel is made at start: `import egress_probe;
+// egress_probe.VALUE` is 42) and /files/ (the wheel). A canary port
 // accepts connections, logs them and closes them: nothing should ever
 // reach one. Every connection and request is one line on stdout.
 package main
 
 import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -69,8 +76,21 @@ func main() {
 			n -= m
 		}
 	})
+	wheel := probeWheel()
+	wheelSum := sha256.Sum256(wheel)
 	mux.HandleFunc("/simple/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "<!DOCTYPE html><html><body><a href=\"/simple/egress-probe/\">egress-probe</a></body></html>\n")
+		switch strings.Trim(r.URL.Path, "/") {
+		case "simple":
+			fmt.Fprint(w, "<!DOCTYPE html><html><body><a href=\"/simple/egress-probe/\">egress-probe</a></body></html>\n")
+		case "simple/egress-probe":
+			fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%[1]s</a></body></html>\n", wheelName, hex.EncodeToString(wheelSum[:]))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	mux.HandleFunc("/files/"+wheelName, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(wheel)
 	})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		say("REQ %s %s %s %s from %s", r.Method, r.Host, r.URL.RequestURI(), r.Proto, r.RemoteAddr)
@@ -124,4 +144,38 @@ func main() {
 	}
 	say("READY")
 	logger.Fatal(<-errc)
+}
+
+const wheelName = "egress_probe-1.0-py3-none-any.whl"
+
+// probeWheel is the wheel of egress-probe 1.0: one module, egress_probe,
+// with VALUE = 42, and the metadata pip checks (RECORD with hashes).
+func probeWheel() []byte {
+	files := []struct{ name, data string }{
+		{"egress_probe/__init__.py", "VALUE = 42\n"},
+		{"egress_probe-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: egress-probe\nVersion: 1.0\nSummary: the egress tests' package\n"},
+		{"egress_probe-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: testupstream\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	var record strings.Builder
+	for _, f := range files {
+		w, err := zw.Create(f.name)
+		if err != nil {
+			panic(err)
+		}
+		_, _ = io.WriteString(w, f.data)
+		sum := sha256.Sum256([]byte(f.data))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.data))
+	}
+	record.WriteString("egress_probe-1.0.dist-info/RECORD,,\n")
+	w, err := zw.Create("egress_probe-1.0.dist-info/RECORD")
+	if err != nil {
+		panic(err)
+	}
+	_, _ = io.WriteString(w, record.String())
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
 }
