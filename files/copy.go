@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -56,7 +55,11 @@ func (c *Copier) Copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error) {
 	switch {
 	case src.Kind == Stdio && dst.Kind == Sandbox:
-		return c.toSandbox(ctx, dst, []string{"--raw"}, func(w io.Writer) error {
+		flags := []string{"--raw"}
+		if c.KeepMode {
+			flags = append(flags, "--keep-mode")
+		}
+		return c.toSandbox(ctx, dst, flags, func(w io.Writer) error {
 			_, err := io.Copy(w, stdin)
 			return err
 		})
@@ -410,9 +413,4 @@ func (c *Copier) Remove(ctx context.Context, loc Location, recursive, force bool
 		return res, sbexec.Errorf(sbexec.CodeInternal, "bad result from the helper: %v", err)
 	}
 	return res, nil
-}
-
-// Describe is a one-line summary of a copy's result, for humans.
-func Describe(r *tarsafe.Result) string {
-	return fmt.Sprintf("%d files, %d folders, %d links, %d bytes", r.Files, r.Dirs, r.Symlinks+r.Hardlinks, r.Bytes)
 }

@@ -73,8 +73,17 @@ func lcEnv(runID string, extra ...string) []string {
 	return append([]string{"DOCKER_SANDBOX_TEST_RUN=" + runID}, extra...)
 }
 
-// lcSb runs `docker sandbox ARGS` under a test run.
+// lcSb runs the plugin standalone (docker-sandbox ARGS) under a test run:
+// the same binary as `docker sandbox`, without the docker CLI's dispatch,
+// which would double the time of these tests on a loaded machine (the
+// dispatch has tests of its own; lcCLI goes through it).
 func lcSb(t *testing.T, runID string, args ...string) result {
+	t.Helper()
+	return sbRun(t, run{args: args, env: lcEnv(runID), standalone: true})
+}
+
+// lcCLI runs `docker sandbox ARGS` under a test run.
+func lcCLI(t *testing.T, runID string, args ...string) result {
 	t.Helper()
 	return sbRun(t, run{args: args, env: lcEnv(runID)})
 }
@@ -184,14 +193,16 @@ func TestLifecycleLsInspect(t *testing.T) {
 	needE2E(t)
 	rid := lcRunID(t)
 	s, gone := newScope(t), newScope(t)
-	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo data > /opt/workspace/f; echo ok"), "ok\n")
-	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "--session", "chat", "--idle-ttl", "0", "-c", "echo ok"), "ok\n")
-	wantStdout(t, lcSb(t, rid, "exec", "-s", gone, "-c", "head -c 300000 /dev/zero > /opt/workspace/big; echo ok"), "ok\n")
+	lcSetup(t, rid, [][]string{
+		{"exec", "-s", s, "-c", "echo data > /opt/workspace/f; echo ok"},
+		{"exec", "-s", s, "--session", "chat", "--idle-ttl", "0", "-c", "echo ok"},
+		{"exec", "-s", gone, "-c", "head -c 300000 /dev/zero > /opt/workspace/big; echo ok"},
+	})
 	wantStdout(t, lcSb(t, rid, "stop", gone), gone+"\n")
 	flt := lcFilter(rid)
 
 	t.Run("json", func(t *testing.T) {
-		rows := lcListJSON(t, lcSb(t, rid, "ls", "--filter", flt, "--format", "json"))
+		rows := lcListJSON(t, lcCLI(t, rid, "ls", "--filter", flt, "--format", "json"))
 		if len(rows) != 2 {
 			t.Fatalf("ls without -a: want the 2 sandboxes with a container, got %+v", rows)
 		}
@@ -276,7 +287,7 @@ func TestLifecycleLsInspect(t *testing.T) {
 		if r := lcFind(rows, s, ""); r == nil || r.State != "running" || r.LastUsed == nil || time.Since(*r.LastUsed) > time.Minute {
 			t.Fatalf("with an exec running: %+v", r)
 		}
-		r := lcSb(t, rid, "inspect", s, s+"/chat", gone)
+		r := lcCLI(t, rid, "inspect", s, s+"/chat", gone)
 		wantCode(t, r, 0)
 		var ds []lcDetails
 		dec := json.NewDecoder(strings.NewReader(r.Stdout))
@@ -426,13 +437,14 @@ func TestLifecycleStopRm(t *testing.T) {
 	needE2E(t)
 	rid := lcRunID(t)
 	s1, s2, s3 := newScope(t), newScope(t), newScope(t)
+	var setup [][]string
 	for _, s := range []string{s1, s2, s3} {
-		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo data-"+s+" > f; echo ok"), "ok\n")
+		setup = append(setup, []string{"exec", "-s", s, "-c", "echo data-" + s + " > f; echo ok"})
 	}
-	wantStdout(t, lcSb(t, rid, "exec", "-s", s1, "--session", "a", "-c", "echo sess > f; echo ok"), "ok\n")
+	lcSetup(t, rid, append(setup, []string{"exec", "-s", s1, "--session", "a", "-c", "echo sess > f; echo ok"}))
 
 	t.Run("stop several keeps data", func(t *testing.T) {
-		wantStdout(t, lcSb(t, rid, "stop", s1, s2), s1+"\n"+s2+"\n")
+		wantStdout(t, lcCLI(t, rid, "stop", s1, s2), s1+"\n"+s2+"\n")
 		for _, name := range []string{"docker-sandbox-" + s1, "docker-sandbox-" + s1 + ".a", "docker-sandbox-" + s2} {
 			if lcContainerExists(t, name) {
 				t.Errorf("container %s survived stop", name)
@@ -466,7 +478,7 @@ func TestLifecycleStopRm(t *testing.T) {
 	t.Run("busy unless force", func(t *testing.T) {
 		wait := lcStartSlow(t, rid, s3, "1919")
 		for _, verb := range []string{"stop", "rm"} {
-			r := lcSb(t, rid, verb, "--format", "json", s3)
+			r := lcCLI(t, rid, verb, "--format", "json", s3)
 			wantCode(t, r, 125)
 			var res []lcTargetResult
 			if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || len(res) != 1 || res[0].Error == nil || res[0].Error.Code != "scope_busy" {
@@ -592,9 +604,8 @@ func TestLifecyclePrune(t *testing.T) {
 	cli := engine(t)
 	rid := lcRunID(t)
 	live, old, ghost := newScope(t), newScope(t), newScope(t)
-	j := decodeExec(t, lcSb(t, rid, "exec", "-s", live, "--format", "json", "-c", "echo live > f"))
-	runtimeImage := j.Image
-	wantStdout(t, lcSb(t, rid, "exec", "-s", old, "-c", "echo old > f; echo ok"), "ok\n")
+	lcSetup(t, rid, [][]string{{"exec", "-s", live, "-c", "echo live > f; echo ok"}, {"exec", "-s", old, "-c", "echo old > f; echo ok"}})
+	runtimeImage := inspectSandbox(t, live, "").Config.Image
 	wantStdout(t, lcSb(t, rid, "stop", old), old+"\n")
 
 	mine := map[string]string{lcTestRunLabel: rid}
@@ -663,7 +674,7 @@ func TestLifecyclePrune(t *testing.T) {
 	})
 	env := lcEnv(rid, "DOCKER_SANDBOX_PRUNE_GRACE=0s")
 	prune := func(args ...string) result {
-		return sbRun(t, run{args: append([]string{"prune", "--filter", lcFilter(rid)}, args...), env: env})
+		return sbRun(t, run{args: append([]string{"prune", "--filter", lcFilter(rid)}, args...), env: env, standalone: true})
 	}
 	survivors := func(t *testing.T) {
 		t.Helper()
@@ -723,7 +734,7 @@ func TestLifecyclePrune(t *testing.T) {
 		survivors(t)
 	})
 	t.Run("prune", func(t *testing.T) {
-		rep := lcDecodePrune(t, prune("-f", "--older-than", "0s", "--format", "json"))
+		rep := lcDecodePrune(t, sbRun(t, run{args: []string{"prune", "--filter", lcFilter(rid), "-f", "--older-than", "0s", "--format", "json"}, env: env}))
 		n := rep.names()
 		for _, want := range []string{"network lc-orphan-net-" + rid, "container lc-orphan-seeder-" + rid, "container lc-expired-" + rid,
 			"volume docker-sandbox-" + old + ".user"} {
@@ -906,7 +917,7 @@ func TestLifecycleLimit(t *testing.T) {
 	a, b, c := newScope(t), newScope(t), newScope(t)
 	env := lcEnv(rid, "DOCKER_SANDBOX_MAX_SANDBOXES=2")
 	for _, s := range []string{a, b} {
-		wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", s, "-c", "echo ok"}, env: env}), "ok\n")
+		wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", s, "-c", "echo ok"}, env: env, standalone: true}), "ok\n")
 	}
 	r := sbRun(t, run{args: []string{"exec", "-s", c, "--format", "json", "-c", "echo ok"}, env: env})
 	wantCode(t, r, 125)
@@ -917,22 +928,40 @@ func TestLifecycleLimit(t *testing.T) {
 	if n, v := objects(t, c); n != 0 || v != 0 {
 		t.Errorf("over the limit, %d containers and %d volumes were created", n, v)
 	}
-	r = sbRun(t, run{args: []string{"exec", "-s", a, "--session", "x", "-c", "echo ok"}, env: env})
+	r = sbRun(t, run{args: []string{"exec", "-s", a, "--session", "x", "-c", "echo ok"}, env: env, standalone: true})
 	wantCode(t, r, 125)
-	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", a, "-c", "echo still"}, env: env}), "still\n")
-	wantStdout(t, sbRun(t, run{args: []string{"stop", b}, env: env}), b+"\n")
-	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", c, "-c", "echo ok"}, env: env}), "ok\n")
+	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", a, "-c", "echo still"}, env: env, standalone: true}), "still\n")
+	wantStdout(t, sbRun(t, run{args: []string{"stop", b}, env: env, standalone: true}), b+"\n")
+	wantStdout(t, sbRun(t, run{args: []string{"exec", "-s", c, "-c", "echo ok"}, env: env, standalone: true}), "ok\n")
 }
 
-// TestLifecycleFaults: containers killed or removed from outside, before and
-// during an exec; the plugin killed mid-exec.
+// TestLifecycleFaults: containers killed or removed from outside, between
+// two execs and during one; the plugin killed mid-exec.
 func TestLifecycleFaults(t *testing.T) {
 	needE2E(t)
 	rid := lcRunID(t)
+	// The killed plugin first: its sandbox then expires while the rest runs.
+	killedScope := newScope(t)
+	cmd := osexec.Command("docker", "sandbox", "exec", "-s", killedScope, "--idle-ttl", "2s", "--timeout", "3s", "-c", "echo ready; exec sleep 1616")
+	cmd.Env = append(os.Environ(), lcEnv(rid)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	if l, _ := bufio.NewReader(stdout).ReadString('\n'); l != "ready\n" {
+		t.Fatalf("not started: %q", l)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	killed := time.Now()
+
+	s := newScope(t)
+	name := "docker-sandbox-" + s
+	wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo kept > f; echo ok"), "ok\n")
 	t.Run("removed between two execs", func(t *testing.T) {
-		s := newScope(t)
-		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo kept > f; echo ok"), "ok\n")
-		removeContainer(t, "docker-sandbox-"+s)
+		removeContainer(t, name)
 		j := decodeExec(t, lcSb(t, rid, "exec", "-s", s, "--format", "json", "-c", "cat f"))
 		if !j.Created || j.Stdout != "kept\n" {
 			t.Errorf("after docker rm -f: %+v", j)
@@ -940,10 +969,7 @@ func TestLifecycleFaults(t *testing.T) {
 	})
 	for _, how := range []string{"rm -f", "kill"} {
 		t.Run(how+" during an exec", func(t *testing.T) {
-			s := newScope(t)
-			wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo kept > f; echo ok"), "ok\n")
 			wait := lcStartSlow(t, rid, s, "1717")
-			name := "docker-sandbox-" + s
 			start := time.Now()
 			if how == "kill" {
 				if err := engine(t).ContainerKill(context.Background(), name, "KILL"); err != nil {
@@ -972,37 +998,30 @@ func TestLifecycleFaults(t *testing.T) {
 		})
 	}
 	t.Run("plugin killed: the sandbox still expires", func(t *testing.T) {
-		s := newScope(t)
-		cmd := osexec.Command("docker", "sandbox", "exec", "-s", s, "--idle-ttl", "2s", "--timeout", "3s", "-c", "echo ready; exec sleep 1616")
-		cmd.Env = append(os.Environ(), lcEnv(rid)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if l, _ := bufio.NewReader(stdout).ReadString('\n'); l != "ready\n" {
-			t.Fatalf("not started: %q", l)
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		killed := time.Now()
 		poll(t, 30*time.Second, func() error {
-			if lcContainerExists(t, "docker-sandbox-"+s) {
+			if lcContainerExists(t, "docker-sandbox-"+killedScope) {
 				return fmt.Errorf("the sandbox of the killed plugin still exists %s later", time.Since(killed).Round(time.Second))
 			}
 			return nil
 		})
-		if !lcVolumeExists(t, "docker-sandbox-"+s+".user") {
+		if d := time.Since(killed); d < 4*time.Second {
+			t.Errorf("the sandbox went %s after the kill: before the program's 3 s timeout and 2 s TTL", d)
+		}
+		if !lcVolumeExists(t, "docker-sandbox-"+killedScope+".user") {
 			t.Errorf("expiry removed the data")
 		}
 	})
 }
 
-// lcConcurrent runs a plugin call from any goroutine (no t.Fatal).
+// lcConcurrent runs a plugin call (`docker sandbox ARGS`, or the standalone
+// binary when ARGS start with --standalone) from any goroutine (no t.Fatal).
 func lcConcurrent(dir string, env []string, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := osexec.CommandContext(ctx, "docker", append([]string{"sandbox"}, args...)...)
+	if len(args) > 0 && args[0] == "--standalone" {
+		cmd = osexec.CommandContext(ctx, pluginBin, args[1:]...)
+	}
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
@@ -1019,6 +1038,40 @@ func lcConcurrent(dir string, env []string, args ...string) (result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// lcTogether runs plugin calls (standalone) at the same time and returns
+// their results in order.
+func lcTogether(t *testing.T, env []string, calls [][]string) []result {
+	t.Helper()
+	dir := t.TempDir()
+	results := make([]result, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, args := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = lcConcurrent(dir, env, append([]string{"--standalone"}, args...)...)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	return results
+}
+
+// lcSetup runs setup calls (each printing "ok") at the same time.
+func lcSetup(t *testing.T, runID string, calls [][]string) {
+	t.Helper()
+	for i, r := range lcTogether(t, lcEnv(runID), calls) {
+		if r.Code != 0 || r.Stdout != "ok\n" {
+			t.Fatalf("setup %v: %s", calls[i], r)
+		}
+	}
 }
 
 // TestLifecycleRace: two rm and one exec at the same moment on one scope: no
@@ -1111,12 +1164,16 @@ func TestLifecycleLoad(t *testing.T) {
 	rid := lcRunID(t)
 	env := lcEnv(rid)
 	dir := t.TempDir()
-	var scopes []string
+	var (
+		scopes []string
+		calls  [][]string
+	)
 	for i := 0; i < 4; i++ {
 		s := newScope(t)
 		scopes = append(scopes, s)
-		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
+		calls = append(calls, []string{"exec", "-s", s, "-c", "echo ok"})
 	}
+	lcSetup(t, rid, calls)
 	type job struct {
 		scope   string
 		payload []byte

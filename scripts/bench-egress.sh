@@ -21,7 +21,7 @@
 # apt-get when missing (--no-squid skips it) and runs from a private config
 # (allow only 127.0.0.1:PORT, no cache, access log to a file).
 # Prints a table on stdout (and with --json FILE, the raw results); removes
-# everything it started on exit.
+# everything it started on exit (BENCH_KEEP=1 keeps its work folder, for squid's logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
