@@ -381,7 +381,7 @@ func (e *execStartError) Error() string { return "the engine could not start the
 // stopping, stopped, paused or gone: the call can start or create it again.
 func (e *execStartError) containerGoing() bool {
 	m := strings.ToLower(e.msg)
-	for _, s := range []string{"stopped", "not running", "paused", "no such container", "is restarting", "being removed"} {
+	for _, s := range []string{"stopped", "not running", "paused", "no such container", "no such exec instance", "is restarting", "being removed"} {
 		if strings.Contains(m, s) {
 			return true
 		}
