@@ -4,7 +4,7 @@
 #
 #   scripts/test.sh [GO TEST ARGS...]        e.g. scripts/test.sh -run TestExec ./exec/...
 #
-# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, gcc),
+# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, runsc, gcc),
 # build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
 # (scripts/busybox-image.sh), setup (a private DOCKER_CONFIG with the plugin
 # installed), images (docker sandbox images build), go test (-race, with the
@@ -105,10 +105,36 @@ remove_new_images() {
 	}
 }
 
+# restore_daemon_json puts back the engine's daemon.json that TestRuntimeRunsc
+# changed, when a killed test could not (its backup is still there): first
+# the original with its runtimes written out and a reload (a reload replaces
+# the runtimes only when the file names them), then the original bytes.
+restore_daemon_json() {
+	local f="${DOCKER_SANDBOX_TEST_DAEMON_JSON:-/etc/docker/daemon.json}" pid i
+	[[ -e "$f.docker-sandbox-test-backup" ]] || return 0
+	log "restoring $f (the runsc test did not finish)"
+	pid="$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)"
+	if [[ -e "$f.docker-sandbox-test-undo" ]]; then
+		cp "$f.docker-sandbox-test-undo" "$f"
+		[[ -z "$pid" ]] || kill -HUP "$pid" 2>/dev/null || true
+		for ((i = 0; i < 100; i++)); do
+			docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"docker-sandbox-test-runsc"' || break
+			sleep 0.2
+		done
+	fi
+	if [[ "$(cat "$f.docker-sandbox-test-backup")" == "docker-sandbox-test: no daemon.json before" ]]; then
+		rm -f "$f"
+	else
+		cp "$f.docker-sandbox-test-backup" "$f"
+	fi
+	rm -f "$f.docker-sandbox-test-backup" "$f.docker-sandbox-test-undo"
+}
+
 cleanup() {
 	if [[ -n "$RUN_ID" ]]; then
 		remove_by_label
 	fi
+	restore_daemon_json
 	if [[ -n "$PRIVATE_CONFIG" && -d "$PRIVATE_CONFIG" ]]; then
 		rm -rf "$PRIVATE_CONFIG"
 	fi
@@ -156,6 +182,9 @@ export PATH
 tools() {
 	need_cmd socat socat
 	need_cmd debootstrap debootstrap
+	# gVisor, for TestRuntimeRunsc (which registers it with the engine for
+	# its own duration: daemon.json and a SIGHUP, undone at its end).
+	need_cmd runsc runsc
 	# busybox-static conflicts with the dynamic busybox package: never replace
 	# that one (busybox-image.sh unpacks busybox-static's .deb instead).
 	pkg_installed busybox-static || pkg_installed busybox || apt_install busybox-static

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
@@ -185,7 +186,10 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	}
 	argv = append(argv, opts.args...)
 
-	if err := setChildSubreaper(); err != nil {
+	// Older gVisor kernels (Debian bookworm's runsc) refuse the subreaper
+	// with EINVAL: then the process group kill is the sweep, and orphans
+	// go to PID 1 (the helper's init), which reaps them.
+	if err := setChildSubreaper(); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return internalError("PR_SET_CHILD_SUBREAPER: %v", err)
 	}
 	return supervise(opts, argv, out)

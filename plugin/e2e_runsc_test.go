@@ -1,0 +1,246 @@
+package plugin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/system"
+)
+
+// The runtime the tests register for gVisor, with the arguments this
+// Debian build needs (ptrace platform; no network of its own, as a
+// --network none sandbox has none).
+const runscRuntimeName = "docker-sandbox-test-runsc"
+
+// daemonJSON and its backup, which scripts/test.sh restores if a run dies
+// before the test's own cleanup. A reload replaces the engine's runtimes
+// only when the file has a "runtimes" key, so undoing takes two steps: the
+// original with its runtimes written out ("runtimes": {} when it had none)
+// and a reload, then the original bytes.
+var (
+	daemonJSON       = envOr("DOCKER_SANDBOX_TEST_DAEMON_JSON", "/etc/docker/daemon.json")
+	daemonJSONBackup = daemonJSON + ".docker-sandbox-test-backup"
+	daemonJSONUndo   = daemonJSON + ".docker-sandbox-test-undo"
+)
+
+// absentMarker in the backup means there was no daemon.json.
+const absentMarker = "docker-sandbox-test: no daemon.json before\n"
+
+// registerRunsc adds the gVisor runtime to the local engine's daemon.json
+// and reloads the engine (SIGHUP); the cleanup puts the file back as it was
+// and reloads again. Returns the runtime's name.
+func registerRunsc(t *testing.T) string {
+	t.Helper()
+	unavailable := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if inCI {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	runsc, err := osexec.LookPath("runsc")
+	if err != nil {
+		unavailable("runsc is not installed (scripts/test.sh installs Debian's runsc package)")
+	}
+	pid, err := dockerdPID()
+	if err != nil {
+		unavailable("the engine is not a local dockerd this test can reload: %v", err)
+	}
+	if _, err := os.Stat(daemonJSONBackup); err == nil {
+		t.Fatalf("%s exists: a run died before restoring %s; put it back by hand (scripts/test.sh does at its cleanup)", daemonJSONBackup, daemonJSON)
+	}
+	orig, err := os.ReadFile(daemonJSON)
+	existed := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		unavailable("cannot read %s: %v", daemonJSON, err)
+	}
+	cfg := map[string]any{}
+	if existed && len(bytes.TrimSpace(orig)) > 0 {
+		if err := json.Unmarshal(orig, &cfg); err != nil {
+			t.Fatalf("%s is not JSON: %v", daemonJSON, err)
+		}
+	}
+	// The runtimes the engine knows now, which the undo step names: a
+	// reload with a "runtimes" key drops the ones it does not name (also
+	// the io.containerd.* aliases dockerd 20.10 adds at start).
+	info, err := engine(t).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtimeNames(info.Runtimes)
+	runtimes, _ := cfg["runtimes"].(map[string]any)
+	if runtimes == nil {
+		runtimes = map[string]any{}
+	}
+	for name, rt := range info.Runtimes {
+		if _, ok := runtimes[name]; ok || name == "runc" || name == info.DefaultRuntime {
+			continue // runc and the default are built in, and cannot be named
+		}
+		runtimes[name] = rt.Runtime
+	}
+	cfg["runtimes"] = runtimes
+	undo, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimes[runscRuntimeName] = map[string]any{"path": runsc, "runtimeArgs": []string{"--platform=ptrace", "--network=none"}}
+	cfg["runtimes"] = runtimes
+	updated, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := []byte(absentMarker)
+	if existed {
+		backup = orig
+	}
+	if err := os.WriteFile(daemonJSONUndo, append(undo, '\n'), 0o600); err != nil {
+		unavailable("cannot write %s: %v", daemonJSONUndo, err)
+	}
+	if err := os.WriteFile(daemonJSONBackup, backup, 0o600); err != nil {
+		_ = os.Remove(daemonJSONUndo)
+		unavailable("cannot write %s: %v", daemonJSONBackup, err)
+	}
+	restore := func() {
+		writeFileAtomic(t, daemonJSON, append(undo, '\n'))
+		_ = syscall.Kill(pid, syscall.SIGHUP)
+		waitRuntime(t, runscRuntimeName, false)
+		if info, err := engine(t).Info(context.Background()); err != nil || runtimeNames(info.Runtimes) != before {
+			t.Errorf("the engine's runtimes after the test: %v (%v), before: %s", runtimeNames(info.Runtimes), err, before)
+		}
+		if existed {
+			writeFileAtomic(t, daemonJSON, orig)
+		} else {
+			_ = os.Remove(daemonJSON)
+		}
+		_ = os.Remove(daemonJSONUndo)
+		_ = os.Remove(daemonJSONBackup)
+	}
+	t.Cleanup(restore)
+	if err := os.MkdirAll(filepath.Dir(daemonJSON), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, daemonJSON, append(updated, '\n'))
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatalf("reloading dockerd (pid %d): %v", pid, err)
+	}
+	waitRuntime(t, runscRuntimeName, true)
+	return runscRuntimeName
+}
+
+func writeFileAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp := path + ".docker-sandbox-test-tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		t.Fatal(err)
+	}
+}
+
+// dockerdPID finds the local dockerd: its pid file, else the process list.
+func dockerdPID() (int, error) {
+	if b, err := os.ReadFile("/var/run/docker.pid"); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && syscall.Kill(pid, 0) == nil {
+			return pid, nil
+		}
+	}
+	out, err := osexec.Command("pidof", "dockerd").Output()
+	if err != nil {
+		return 0, fmt.Errorf("no dockerd process here: %v", err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("%d dockerd processes", len(f))
+	}
+	return strconv.Atoi(f[0])
+}
+
+func runtimeNames(rts map[string]system.RuntimeWithStatus) string {
+	var names []string
+	for n := range rts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+// waitRuntime polls the engine until the runtime is (or is no longer) known.
+func waitRuntime(t *testing.T, name string, present bool) {
+	t.Helper()
+	poll(t, 20*time.Second, func() error {
+		info, err := engine(t).Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if _, ok := info.Runtimes[name]; ok != present {
+			return fmt.Errorf("runtime %s known to the engine: %v, want %v", name, ok, present)
+		}
+		return nil
+	})
+}
+
+// TestRuntimeRunsc runs sandboxes under gVisor: the program runs in
+// gVisor's kernel, hardened as with runc, and the helper's timeout and
+// exit codes work the same.
+func TestRuntimeRunsc(t *testing.T) {
+	needE2E(t)
+	rt := registerRunsc(t)
+	s := newScope(t)
+	t.Cleanup(func() { sb(t, "rm", "-f", s) })
+
+	j := decodeExec(t, sb(t, "exec", "-s", s, "--runtime", rt, "--format", "json", "-c",
+		"uname -r; id -u; grep -E '^(NoNewPrivs|CapEff)' /proc/self/status; touch /x 2>/dev/null && echo rw || echo ro; echo data > f; exit 3"))
+	host, _ := osexec.Command("uname", "-r").Output()
+	lines := strings.Split(j.Stdout, "\n")
+	if j.ExitCode != 3 || len(lines) < 5 || lines[0] == strings.TrimSpace(string(host)) || lines[1] != "65532" || lines[len(lines)-2] != "ro" {
+		t.Fatalf("under %s (host kernel %s): %+v", rt, strings.TrimSpace(string(host)), j)
+	}
+	if !strings.Contains(j.Stdout, "CapEff:\t0000000000000000") {
+		t.Errorf("capabilities under %s:\n%s", rt, j.Stdout)
+	}
+	t.Logf("under %s: kernel %q (host %q)", rt, lines[0], strings.TrimSpace(string(host)))
+	c := inspectSandbox(t, s, "")
+	if c.HostConfig.Runtime != rt || !c.HostConfig.ReadonlyRootfs || strings.Join(c.HostConfig.CapDrop, ",") != "ALL" || string(c.HostConfig.NetworkMode) != "none" {
+		t.Fatalf("container: runtime %q, read-only %v, cap drop %v, network %q", c.HostConfig.Runtime, c.HostConfig.ReadonlyRootfs, c.HostConfig.CapDrop, c.HostConfig.NetworkMode)
+	}
+
+	// The main job, warm, in the same sandbox (its data is there).
+	r := sbIn(t, "print(6*7)\n", "exec", "-s", s, "--runtime", rt, "--lang", "python")
+	wantStdout(t, r, "42\n")
+	wantStdout(t, sb(t, "exec", "-s", s, "--runtime", rt, "-c", "cat f"), "data\n")
+
+	// The timeout kills the program's whole group.
+	start := time.Now()
+	r = sb(t, "exec", "-s", s, "--runtime", rt, "--timeout", "2s", "-c", "sleep 60 & sleep 60; echo never")
+	wantCode(t, r, 124)
+	if d := time.Since(start); d > 2*time.Second+10*time.Second {
+		t.Errorf("timeout of 2s ended after %s", d)
+	}
+
+	// The same sandbox asked for without the runtime is another sandbox.
+	r = sb(t, "exec", "-s", s, "--format", "json", "-c", "true")
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "sandbox_mismatch" {
+		t.Fatalf("runc call on a runsc sandbox: %+v", e)
+	}
+}
