@@ -8,8 +8,8 @@ import (
 	"syscall"
 
 	"github.com/docker/cli/cli/command"
-	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
@@ -24,6 +24,7 @@ type cpOptions struct {
 	maxFileSize string
 	maxEntries  int64
 	format      string
+	flags       *pflag.FlagSet // to tell the cap flags given from their defaults
 }
 
 func newCpCommand(dockerCli command.Cli) *cobra.Command {
@@ -52,6 +53,7 @@ stop the copy (too_large). A refused copy leaves nothing it wrote behind.`,
 			if len(args) != 2 {
 				return usageError(cmd, "%q requires exactly 2 arguments: SRC and DST", cmd.CommandPath())
 			}
+			o.flags = cmd.Flags()
 			return fail(dockerCli.Out(), o.format, runCp(cmd.Context(), dockerCli, args[0], args[1], o))
 		},
 	}
@@ -65,35 +67,25 @@ stop the copy (too_large). A refused copy leaves nothing it wrote behind.`,
 
 func addLimitFlags(cmd *cobra.Command, maxSize, maxFileSize *string, maxEntries *int64) {
 	f := cmd.Flags()
-	f.StringVar(maxSize, "max-size", "2GiB", "Stop the copy when its files add up to more than this")
-	f.StringVar(maxFileSize, "max-file-size", "", "Stop the copy at a file larger than this (default: --max-size)")
-	f.Int64Var(maxEntries, "max-entries", tarsafe.DefaultMaxEntries, "Stop the copy at more entries (files, folders, links) than this")
+	f.StringVar(maxSize, "max-size", "", "Stop the copy when its files add up to more than this (default: copy_max_size, 2GiB)")
+	f.StringVar(maxFileSize, "max-file-size", "", "Stop the copy at a file larger than this (default: copy_max_file_size, else --max-size)")
+	f.Int64Var(maxEntries, "max-entries", 0, "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)")
 }
 
-func parseLimits(maxSize, maxFileSize string, maxEntries int64) (tarsafe.Limits, error) {
-	var l tarsafe.Limits
-	size := func(flag, v string) (int64, error) {
-		if v == "" {
-			return 0, nil
+// copyLimits are the caps of a copy: the configuration's copy_max_size,
+// copy_max_file_size and copy_max_entries, with the flags given on this
+// call (flags nil: none) over them, checked as the configuration checks
+// them.
+func copyLimits(c *config.Config, flags *pflag.FlagSet) (tarsafe.Limits, error) {
+	for _, fk := range [][2]string{{"max-size", "copy_max_size"}, {"max-file-size", "copy_max_file_size"}, {"max-entries", "copy_max_entries"}} {
+		if flags == nil || !flags.Changed(fk[0]) {
+			continue
 		}
-		n, err := units.RAMInBytes(v)
-		if err != nil || n <= 0 {
-			return 0, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --%s %q: want a size such as 512m, 2g or 2GiB", flag, v)
+		if err := c.Set(fk[1], flags.Lookup(fk[0]).Value.String(), "--"+fk[0]); err != nil {
+			return tarsafe.Limits{}, asConfigError(err)
 		}
-		return n, nil
 	}
-	var err error
-	if l.MaxBytes, err = size("max-size", maxSize); err != nil {
-		return l, err
-	}
-	if l.MaxEntryBytes, err = size("max-file-size", maxFileSize); err != nil {
-		return l, err
-	}
-	if maxEntries <= 0 {
-		return l, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --max-entries %d: want a positive number", maxEntries)
-	}
-	l.MaxEntries = maxEntries
-	return l, nil
+	return tarsafe.Limits{MaxBytes: c.CopyMaxSize, MaxEntryBytes: c.CopyMaxFileSize, MaxEntries: c.CopyMaxEntries}, nil
 }
 
 // cpJSON is the --format json schema of cp.
@@ -132,10 +124,6 @@ func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o cpOptions) error {
-	limits, err := parseLimits(o.maxSize, o.maxFileSize, o.maxEntries)
-	if err != nil {
-		return err
-	}
 	src, err := files.ParseLocation(srcArg)
 	if err != nil {
 		return err
@@ -148,6 +136,10 @@ func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o 
 		return sbexec.Errorf(sbexec.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
 	}
 	c, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	limits, err := copyLimits(c, o.flags)
 	if err != nil {
 		return err
 	}

@@ -602,6 +602,31 @@ func TestCpHostileSize(t *testing.T) {
 		t.Fatalf("capped copies into the sandbox left: %q", got)
 	}
 	cpWantErr(t, sb(t, "cp", "--format", "json", "--max-size", "lots", s+":mid", host), "bad_flag")
+
+	// The caps from the configuration (copy_max_size and the others, here
+	// in their environment form); a flag given on the call wins.
+	cfgHost := t.TempDir()
+	env := []string{"DOCKER_SANDBOX_COPY_MAX_SIZE=1m", "DOCKER_SANDBOX_COPY_MAX_ENTRIES=3"}
+	r := sbRun(t, run{args: []string{"cp", "--format", "json", s + ":mid", filepath.Join(cfgHost, "mid")}, env: env})
+	cpWantErr(t, r, "too_large")
+	if !strings.Contains(r.Stdout, "copy_max_size") {
+		t.Errorf("the error does not name the setting:\n%s", r)
+	}
+	cpWantErr(t, sbRun(t, run{args: []string{"cp", "--format", "json", s + ":many", filepath.Join(cfgHost, "many")}, env: env}), "too_large")
+	cpWantErr(t, sbRun(t, run{args: []string{"cp", "--format", "json", sparse, s + ":sparse"}, env: env}), "too_large")
+	if got := cpHostTree(t, cfgHost); len(got) != 0 {
+		t.Fatalf("copies capped by the configuration left %q", got)
+	}
+	wantCode(t, sbRun(t, run{args: []string{"cp", "--max-size", "4m", s + ":mid", filepath.Join(cfgHost, "mid")}, env: env}), 0)
+	if fi, err := os.Stat(filepath.Join(cfgHost, "mid")); err != nil || fi.Size() != 3000000 {
+		t.Fatalf("with --max-size over copy_max_size: %v", err)
+	}
+	r = sbRun(t, run{args: []string{"cp", "--format", "json", s + ":mid", filepath.Join(cfgHost, "x")}, env: []string{"DOCKER_SANDBOX_COPY_MAX_SIZE=lots"}})
+	wantCode(t, r, 125)
+	if !strings.Contains(r.Stdout+r.Stderr, "DOCKER_SANDBOX_COPY_MAX_SIZE") {
+		t.Errorf("a bad copy_max_size does not name its source:\n%s", r)
+	}
+	cpMissing(t, filepath.Join(cfgHost, "x"))
 }
 
 // TestCpSymlinkSwapRace: while cp runs, the sandbox exchanges a folder and

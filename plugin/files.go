@@ -13,7 +13,6 @@ import (
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
-	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
 
 // filesOptions are the flags every files subcommand takes.
@@ -99,7 +98,11 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	}
 	ctx, cancel := interruptible(cmd.Context())
 	defer cancel()
-	return run(ctx, dockerCli, copier(dockerCli, c, tarsafe.Limits{}, false), loc, o)
+	limits, err := copyLimits(c, nil)
+	if err != nil {
+		return err
+	}
+	return run(ctx, dockerCli, copier(dockerCli, c, limits, false), loc, o)
 }
 
 // filesLsJSON is the --format json schema of files ls.

@@ -126,7 +126,7 @@ type creator struct {
 func (c *creator) header(fi fs.FileInfo, name, link string) (*tar.Header, error) {
 	c.entries++
 	if c.entries > c.lim.MaxEntries {
-		return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries)", c.lim.MaxEntries)
+		return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries or copy_max_entries)", c.lim.MaxEntries)
 	}
 	if len(name) > MaxNameLen {
 		return nil, errorf(fsproto.CodeBadArchive, "%s: the name is over %d bytes", name[:64]+"...", MaxNameLen)
@@ -226,7 +226,7 @@ func (c *creator) special(fi fs.FileInfo, name string) error {
 	case m&fs.ModeSocket != 0:
 		c.entries++
 		if c.entries > c.lim.MaxEntries {
-			return errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries)", c.lim.MaxEntries)
+			return errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries or copy_max_entries)", c.lim.MaxEntries)
 		}
 		return c.write(&tar.Header{Name: name, Typeflag: tar.TypeFifo, Mode: int64(m.Perm()), ModTime: fi.ModTime(),
 			PAXRecords: map[string]string{PAXType: fsproto.TypeSocket}, Format: tar.FormatPAX})
@@ -295,10 +295,10 @@ func (c *creator) file(r *os.Root, n, name string) error {
 	}
 	size := fi.Size()
 	if c.total+size > c.lim.MaxBytes {
-		return tooLarge(name, size, c.lim.MaxBytes, "the copy", "--max-size")
+		return tooLarge(name, size, c.lim.MaxBytes, "the copy", "--max-size or copy_max_size")
 	}
 	if size > c.lim.MaxEntryBytes {
-		return tooLarge(name, size, c.lim.MaxEntryBytes, "one file", "--max-file-size")
+		return tooLarge(name, size, c.lim.MaxEntryBytes, "one file", "--max-file-size or copy_max_file_size")
 	}
 	c.total += size
 	h, err := c.header(fi, name, "")

@@ -168,7 +168,7 @@ func (x *extractor) next() (*tar.Header, error) {
 		}
 		x.entries++
 		if x.entries > x.lim.MaxEntries {
-			return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries)", x.lim.MaxEntries)
+			return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries or copy_max_entries)", x.lim.MaxEntries)
 		}
 		if h.Typeflag == tar.TypeXGlobalHeader {
 			continue
@@ -475,10 +475,10 @@ func (x *extractor) checkSize(h *tar.Header) error {
 		return errorf(fsproto.CodeBadArchive, "entry %q has a negative size", h.Name)
 	}
 	if x.total+h.Size > x.lim.MaxBytes {
-		return tooLarge(h.Name, h.Size, x.lim.MaxBytes, "the copy", "--max-size")
+		return tooLarge(h.Name, h.Size, x.lim.MaxBytes, "the copy", "--max-size or copy_max_size")
 	}
 	if h.Size > x.lim.MaxEntryBytes {
-		return tooLarge(h.Name, h.Size, x.lim.MaxEntryBytes, "one file", "--max-file-size")
+		return tooLarge(h.Name, h.Size, x.lim.MaxEntryBytes, "one file", "--max-file-size or copy_max_file_size")
 	}
 	x.total += h.Size
 	return nil

@@ -63,7 +63,7 @@ func Filter(w io.Writer, r io.Reader, o FilterOptions) (*Result, error) {
 		}
 		entries++
 		if entries > lim.MaxEntries {
-			return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries)", lim.MaxEntries)
+			return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d entries (the limit: --max-entries or copy_max_entries)", lim.MaxEntries)
 		}
 		if h.Typeflag == tar.TypeXGlobalHeader {
 			continue
@@ -103,10 +103,10 @@ func Filter(w io.Writer, r io.Reader, o FilterOptions) (*Result, error) {
 				return nil, errorf(fsproto.CodeBadArchive, "entry %q has a negative size", h.Name)
 			}
 			if total+h.Size > lim.MaxBytes {
-				return nil, tooLarge(name, h.Size, lim.MaxBytes, "the copy", "--max-size")
+				return nil, tooLarge(name, h.Size, lim.MaxBytes, "the copy", "--max-size or copy_max_size")
 			}
 			if h.Size > lim.MaxEntryBytes {
-				return nil, tooLarge(name, h.Size, lim.MaxEntryBytes, "one file", "--max-file-size")
+				return nil, tooLarge(name, h.Size, lim.MaxEntryBytes, "one file", "--max-file-size or copy_max_file_size")
 			}
 			total += h.Size
 			out.Size = h.Size

@@ -154,6 +154,11 @@ type Config struct {
 	CPUs         float64 // cpus
 	MaxSandboxes int     // max_sandboxes
 
+	// Caps of one cp or files call (host extraction and the helper's).
+	CopyMaxSize     int64 // copy_max_size, bytes
+	CopyMaxFileSize int64 // copy_max_file_size, bytes; 0: copy_max_size
+	CopyMaxEntries  int64 // copy_max_entries
+
 	// Scopes are the [scope.NAME] tables of both files, by scope name.
 	Scopes map[string]ScopePolicy
 

@@ -74,22 +74,24 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		DefaultScope: "default",
-		RuntimeBase:  "debian:bookworm-slim",
-		Network:      "none",
-		Timeout:      60 * time.Second,
-		MaxTimeout:   time.Hour,
-		IdleTTL:      10 * time.Minute,
-		Memory:       1 << 30,
-		MaxMemory:    16 << 30,
-		MaxOutput:    1 << 20,
-		Nofile:       1024,
-		TmpSize:      512 << 20,
-		Pids:         256,
-		CPUs:         1,
-		MaxSandboxes: 50,
-		Scopes:       map[string]ScopePolicy{},
-		UserFile:     f.user,
+		DefaultScope:   "default",
+		RuntimeBase:    "debian:bookworm-slim",
+		Network:        "none",
+		Timeout:        60 * time.Second,
+		MaxTimeout:     time.Hour,
+		IdleTTL:        10 * time.Minute,
+		Memory:         1 << 30,
+		MaxMemory:      16 << 30,
+		MaxOutput:      1 << 20,
+		Nofile:         1024,
+		TmpSize:        512 << 20,
+		Pids:           256,
+		CPUs:           1,
+		MaxSandboxes:   50,
+		CopyMaxSize:    2 << 30,
+		CopyMaxEntries: 1_000_000,
+		Scopes:         map[string]ScopePolicy{},
+		UserFile:       f.user,
 	}
 	if d := cmp.Diff(want, c, ignoreUnexported); d != "" {
 		t.Errorf("Load (-want +got):\n%s", d)
@@ -131,6 +133,9 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"nofile","value":1024,"source":"default"},` +
 		`{"key":"tmp_size","value":536870912,"source":"default"},` +
 		`{"key":"max_sandboxes","value":50,"source":"default"},` +
+		`{"key":"copy_max_size","value":2147483648,"source":"default"},` +
+		`{"key":"copy_max_file_size","value":0,"source":"default"},` +
+		`{"key":"copy_max_entries","value":1000000,"source":"default"},` +
 		`{"key":"scope.u1","value":{"allow":["pypi.org"],"allow_cidrs":[],"allow_ports":[]},"source":"user file /u/config.toml:4"}]`
 	if d := cmp.Diff(want, string(b)); d != "" {
 		t.Errorf("Entries JSON (-want +got):\n%s", d)
@@ -276,7 +281,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, network, runtime, nofile, tmp_size, max_sandboxes, scope.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME"
 	tests := []struct {
 		name          string
 		user, project string

@@ -30,6 +30,9 @@ var keyTable = []keyDesc{
 	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }),
 	newKey("tmp_size", sizeKind, 512*MiB, between(MiB, 16*GiB, formatSize), func(c *Config) *int64 { return &c.TmpSize }),
 	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }),
+	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }),
+	newKey("copy_max_file_size", sizeKind, 0, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxFileSize }),
+	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
