@@ -46,7 +46,7 @@ const (
 	StateIdle     = "idle"              // its container is up, nothing runs
 	StateExpired  = "expired-with-data" // no container; its volumes stay
 	StateStarting = "starting"          // its container is created, not started yet
-	StatePaused   = "paused"            // a stop or rm is checking it, or `docker pause`
+	StatePaused   = "paused"            // `docker pause` by a user
 	StateStopping = "stopping"          // its container exited and is being removed
 )
 
@@ -57,8 +57,6 @@ var States = []string{StateRunning, StateIdle, StateExpired, StateStarting, Stat
 // The Docker client implements it.
 type lifecycleEngine interface {
 	Engine
-	ContainerPause(ctx context.Context, container string) error
-	ContainerUnpause(ctx context.Context, container string) error
 	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerWait(ctx context.Context, container string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -139,20 +140,15 @@ func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, 
 		return nil
 	}
 	if !force {
-		e, err := m.lc()
-		if err != nil {
-			return err
-		}
-		var paused []string
+		var drained []string
 		for _, id := range ids {
-			p, err := m.claim(ctx, e, t, id)
-			if p {
-				paused = append(paused, id)
+			d, err := m.claim(ctx, t, id)
+			if d {
+				drained = append(drained, id)
 			}
 			if err != nil {
-				bg := context.WithoutCancel(ctx)
-				for _, pid := range paused {
-					_ = e.ContainerUnpause(bg, pid)
+				for _, did := range drained {
+					m.undrain(ctx, did)
 				}
 				return err
 			}
@@ -161,6 +157,9 @@ func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, 
 	for _, id := range ids {
 		err := m.Engine.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 		if err != nil && !isNotFound(err) && !isConflict(err) {
+			for _, id := range ids {
+				m.undrain(ctx, id) // what stays must run again
+			}
 			return EngineError(err, "cannot remove a container of "+t.String())
 		}
 	}
@@ -174,48 +173,41 @@ func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, 
 
 // Claim timings.
 const (
-	claimWait    = 10 * time.Second        // longest wait for a concurrent stop/rm or a starting exec
-	pendingStale = 1500 * time.Millisecond // an exec created this long ago and not started is abandoned
-	claimPoll    = 50 * time.Millisecond
+	claimWait = 10 * time.Second // longest wait for runs that keep starting
+	claimPoll = 50 * time.Millisecond
 )
+
+// drainBusy is `sandbox-helper drain`'s exit code when a run holds the run
+// lock (cmd/sandbox-helper/drain.go).
+const drainBusy = 3
 
 // claim makes sure that nothing runs in the container and that nothing can
 // start in it, so that removing it cannot cut a running exec short:
 //
-//  1. any exec running: scope_busy, nothing changed;
-//  2. an exec created but not started yet (a call between its two requests):
-//     wait until it starts (then 1.) or is abandoned (its client died);
-//  3. pause the container: the engine then refuses to create or start execs
-//     in it (a concurrent exec waits and, once the container is gone,
-//     creates a new sandbox); look again, and if an exec got in between,
-//     unpause and go back to 1.
+//  1. any engine exec running (a run, a copy, a shell): scope_busy, nothing
+//     changed;
+//  2. drain it: the helper, holding the run lock that every run holds while
+//     it lives, marks the sandbox draining; from then on a run refuses to
+//     start (the plugin's exec tries again and, once the container is gone,
+//     creates a new sandbox). A run that holds the lock makes the drain
+//     busy: back to 1;
+//  3. look again: an engine exec that started meanwhile (a copy or a
+//     shell, which do not take the lock) undoes the drain: scope_busy.
 //
-// It reports whether it left the container paused (the caller unpauses on
-// failure). A container that is gone, or not running, needs no claim.
-func (m *Manager) claim(ctx context.Context, e lifecycleEngine, t Target, id string) (paused bool, err error) {
+// It does not pause the container: an exec that starts while the engine
+// freezes it can deadlock the engine (the exec waits on the frozen cgroup,
+// the unpause on the exec), which TestLifecycleRace hit. It reports whether
+// it drained the container (the caller undoes that on failure). A
+// container that is gone, not running, or paused by a user needs no claim;
+// nor can one whose helper predates drain (an older plugin's sandbox).
+func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool, err error) {
 	deadline := time.Now().Add(claimWait)
-	firstSeen := map[string]time.Time{}
-	stale := func(execs []ExecInfo) (pending bool) {
-		for _, x := range execs {
-			if x.Running {
-				continue
-			}
-			if _, ok := firstSeen[x.ID]; !ok {
-				firstSeen[x.ID] = time.Now()
-			}
-			if time.Since(firstSeen[x.ID]) < pendingStale {
-				pending = true
-			}
-		}
-		return pending
-	}
-	pausedWait := time.Time{}
 	for {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return false, Errorf(CodeScopeBusy, "sandbox %s is busy: execs keep starting in it; try again, or use --force", t)
+			return false, Errorf(CodeScopeBusy, "sandbox %s is busy: programs keep starting in it; try again, or use --force", t)
 		}
 		c, err := m.Engine.ContainerInspect(ctx, id)
 		if isNotFound(err) {
@@ -224,61 +216,88 @@ func (m *Manager) claim(ctx context.Context, e lifecycleEngine, t Target, id str
 		if err != nil {
 			return false, EngineError(err, "cannot inspect a container of "+t.String())
 		}
-		if c.State == nil || !c.State.Running {
-			return false, nil // created, exited or dead: nothing runs
+		if c.State == nil || !c.State.Running || c.State.Paused {
+			return false, nil // created, exited, dead or paused: nothing runs
 		}
 		execs := m.execInfos(ctx, c.ExecIDs)
 		if anyRunning(execs) {
 			return false, busyError(t, execs)
 		}
-		if c.State.Paused {
-			// Another stop or rm holds it (it removes it in a moment), or a
-			// user paused it: wait a little, then treat it as claimed.
-			if pausedWait.IsZero() {
-				pausedWait = time.Now()
-			}
-			if time.Since(pausedWait) < 3*time.Second {
-				sleepCtx(ctx, claimPoll)
-				continue
-			}
-			return false, nil
+		code, drainID, err := m.drain(ctx, id, false)
+		if err != nil {
+			return false, err
 		}
-		if stale(execs) {
+		switch code {
+		case 0:
+		case drainBusy: // a run started since the inspect
 			sleepCtx(ctx, claimPoll)
 			continue
-		}
-		if err := e.ContainerPause(ctx, id); err != nil {
-			switch {
-			case isNotFound(err):
-				return false, nil
-			case strings.Contains(err.Error(), "already paused"):
-				continue
-			case strings.Contains(err.Error(), "not running"):
-				return false, nil
-			default:
-				return false, EngineError(err, "cannot pause a container of "+t.String()+" to check it is idle")
-			}
+		default: // gone meanwhile (-1), or a helper without drain
+			return false, nil
 		}
 		c, err = m.Engine.ContainerInspect(ctx, id)
 		if isNotFound(err) {
-			return false, nil
+			return true, nil
 		}
 		if err != nil {
-			_ = e.ContainerUnpause(context.WithoutCancel(ctx), id)
+			m.undrain(ctx, id)
 			return false, EngineError(err, "cannot inspect a container of "+t.String())
 		}
-		execs = m.execInfos(ctx, c.ExecIDs)
-		if anyRunning(execs) || stale(execs) {
-			// An exec was created just before the pause: let it run.
-			_ = e.ContainerUnpause(context.WithoutCancel(ctx), id)
-			if anyRunning(execs) {
-				return false, busyError(t, execs)
+		var others []string
+		for _, x := range c.ExecIDs {
+			if x != drainID {
+				others = append(others, x)
 			}
-			sleepCtx(ctx, claimPoll)
-			continue
+		}
+		if execs := m.execInfos(ctx, others); anyRunning(execs) {
+			m.undrain(ctx, id)
+			return false, busyError(t, execs)
 		}
 		return true, nil
 	}
+}
+
+// drain runs `sandbox-helper drain` in the container and returns its exit
+// code (-1: the container is not there to exec into) and the exec's ID.
+func (m *Manager) drain(ctx context.Context, id string, undo bool) (int, string, error) {
+	cmd := []string{HelperPath, "drain"}
+	if undo {
+		cmd = append(cmd, "--undo")
+	}
+	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{User: SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
+	if err != nil {
+		if IsGoneError(err) || isConflict(err) {
+			return -1, "", nil
+		}
+		return 0, "", EngineError(err, "cannot check that the sandbox is idle")
+	}
+	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		if execNotStarted(err) || IsGoneError(err) {
+			return -1, resp.ID, nil
+		}
+		return 0, resp.ID, EngineError(err, "cannot check that the sandbox is idle")
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(hj.Reader, 64<<10))
+	hj.Close()
+	ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
+	if err != nil {
+		if isNotFound(err) {
+			return -1, resp.ID, nil
+		}
+		return 0, resp.ID, EngineError(err, "cannot check that the sandbox is idle")
+	}
+	if ins.Running {
+		return -1, resp.ID, nil // cannot happen once the stream ended
+	}
+	return ins.ExitCode, resp.ID, nil
+}
+
+// undrain lifts a drain (the container stays after all).
+func (m *Manager) undrain(ctx context.Context, id string) {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, _, _ = m.drain(bg, id, true)
 }
 
 func busyError(t Target, execs []ExecInfo) *Error {

@@ -89,8 +89,8 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		t1 := time.Now()
 		st, err = m.attach(ctx, name, execID, token, req)
 		debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
-		if execNotStarted(err) {
-			return false, errNotRunningYet // paused by a stop/rm, or going: the program did not run
+		if execNotStarted(err) || (err == nil && st.ErrorCode == wire.ErrDraining) {
+			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
 		}
 		var se *execStartError
 		if errors.As(err, &se) {
@@ -188,7 +188,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 		}
 		hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 		if execNotStarted(err) {
-			return false, errNotRunningYet // paused by a stop/rm, or going: nothing ran
+			return false, errNotRunningYet // paused, or going: nothing ran
 		}
 		if err != nil {
 			return true, EngineError(err, "cannot start the helper in the sandbox")
@@ -290,6 +290,10 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 	backstop := time.AfterFunc(req.Timeout+15*time.Second, func() { hj.Conn.Close() })
 	defer backstop.Stop()
 
+	// The code goes at once; the program's stdin only once the helper says
+	// the run started (a refused run leaves req.Stdin unread, for a retry).
+	started, ended := make(chan struct{}), make(chan struct{})
+	defer close(ended)
 	go func() {
 		defer hj.CloseWrite()
 		if !req.NoCode {
@@ -299,6 +303,11 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			if _, err := hj.Conn.Write(req.Code); err != nil {
 				return
 			}
+		}
+		select {
+		case <-started:
+		case <-ended:
+			return
 		}
 		if req.Stdin != nil {
 			_, _ = io.Copy(hj.Conn, req.Stdin)
@@ -339,6 +348,12 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			return st, Wrap(CodeSandboxGone, err, "lost the program's output stream (%s)", msg)
 		}
 		switch typ {
+		case wire.Started:
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
 		case wire.Stdout:
 			if req.Stdout != nil {
 				_, _ = req.Stdout.Write(p)
@@ -381,7 +396,7 @@ func (e *execStartError) Error() string { return "the engine could not start the
 // stopping, stopped, paused or gone: the call can start or create it again.
 func (e *execStartError) containerGoing() bool {
 	m := strings.ToLower(e.msg)
-	for _, s := range []string{"stopped", "not running", "paused", "no such container", "no such exec instance", "is restarting", "being removed"} {
+	for _, s := range []string{"stopped", "not running", "paused", "no such", "not found", "is restarting", "being removed"} {
 		if strings.Contains(m, s) {
 			return true
 		}

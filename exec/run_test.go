@@ -43,6 +43,9 @@ type fakeEngine struct {
 	// startErrs: reasons the engine gives, one per exec start, instead of
 	// starting it (written raw into the attached stream, as dockerd does).
 	startErrs []string
+	// drains: runs the fake helper refuses as draining (status before
+	// Started), before it runs one.
+	drains int
 	// helper answers one exec: it gets the code and stdin, returns frames.
 	helper func(cmd []string, code []byte, stdin []byte) (stdout, stderr string, st wire.RunStatus)
 }
@@ -112,11 +115,27 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 				return
 			}
 		}
-		// The rest of stdin, until the plugin closes its side for writing.
-		stdin := readUntilMarker(server)
-		out, errs, st := f.helper(cmd, code, stdin)
+		// As the helper: Started, then the rest of stdin, until the plugin
+		// closes its side for writing.
 		w := stdcopy.NewStdWriter(server, stdcopy.Stdout)
 		fw := wire.NewFrameWriter(w)
+		f.mu.Lock()
+		drain := f.drains > 0
+		if drain {
+			f.drains--
+		}
+		f.mu.Unlock()
+		if drain {
+			go func() { _, _ = io.Copy(io.Discard, server) }()
+			b, _ := json.Marshal(wire.RunStatus{ExitCode: 125, ErrorCode: wire.ErrDraining})
+			_ = fw.WriteFrame(wire.Status, b)
+			return
+		}
+		if err := fw.WriteFrame(wire.Started, nil); err != nil {
+			return
+		}
+		stdin := readUntilMarker(server)
+		out, errs, st := f.helper(cmd, code, stdin)
 		_ = fw.WriteFrame(wire.Stdout, []byte(out))
 		_ = fw.WriteFrame(wire.Stderr, []byte(errs))
 		b, _ := json.Marshal(st)
@@ -317,9 +336,9 @@ func TestRunExecStartRefused(t *testing.T) {
 	}
 
 	var out strings.Builder
-	// Both reasons seen from dockerd when an rm won: the container
-	// stopped, or removed with its execs.
-	for _, reason := range []string{"cannot exec in a stopped container: unknown", "No such exec instance: c18f96d25230"} {
+	// The reasons seen from dockerd when an rm won: the container
+	// stopped, removed with its execs, or its task gone.
+	for _, reason := range []string{"cannot exec in a stopped container: unknown", "No such exec instance: c18f96d25230", "task 68dbf9415566 not found: not found"} {
 		f.startErrs = []string{reason}
 		f.calls = nil
 		out.Reset()
@@ -329,6 +348,19 @@ func TestRunExecStartRefused(t *testing.T) {
 		if n := strings.Count(strings.Join(f.calls, " "), "ExecAttach"); n != 2 {
 			t.Fatalf("%d exec starts, want 2 (refused, then ran): %v", n, f.calls)
 		}
+	}
+
+	// A run the helper refuses while a stop/rm drains the sandbox: tried
+	// again, and the program still gets the whole of its stdin.
+	f.drains = 1
+	f.helper = func(_ []string, _, stdin []byte) (string, string, wire.RunStatus) {
+		return "stdin=" + string(stdin), "", wire.RunStatus{}
+	}
+	out.Reset()
+	r := req(&out)
+	r.Stdin = strings.NewReader("all of it")
+	if _, err := m.Run(context.Background(), testSpec(), r); err != nil || out.String() != "stdin=all of it" {
+		t.Fatalf("after a draining refusal: %v, out %q", err, out.String())
 	}
 
 	f.startErrs = []string{`OCI runtime exec failed: exec failed: unable to start container process: exec: "/x": permission denied: unknown`}

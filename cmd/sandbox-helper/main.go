@@ -60,6 +60,8 @@ func realMain(args []string) int {
 		return runFS(args[1:])
 	case "status":
 		return runStatus(args[1:])
+	case "drain":
+		return runDrain(args[1:], os.Stdout, os.Stderr)
 	case "proxy":
 		return runProxy(args[1:])
 	case "version", "--version", "-version":
@@ -69,7 +71,7 @@ func realMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, proxy or version)\n", args[0])
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, drain, proxy or version)\n", args[0])
 		return 2
 	}
 }
@@ -77,6 +79,7 @@ func realMain(args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   sandbox-helper init --idle-ttl DURATION [--spec HASH]
+  sandbox-helper drain [--undo]
   sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] -- [ARGS...]
   sandbox-helper signal --token TOKEN
   sandbox-helper version

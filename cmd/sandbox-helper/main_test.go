@@ -31,6 +31,8 @@ const (
 	envProcRoot      = "SANDBOX_HELPER_TEST_PROC_ROOT"
 	envAllowNonPID1  = "SANDBOX_HELPER_TEST_ALLOW_NON_PID1"
 	envInitReadyFile = "SANDBOX_HELPER_TEST_INIT_READY_FILE"
+	envRunLock       = "SANDBOX_HELPER_TEST_RUN_LOCK"
+	envDrainFlag     = "SANDBOX_HELPER_TEST_DRAIN_FLAG"
 )
 
 func TestMain(m *testing.M) {
@@ -43,6 +45,8 @@ func TestMain(m *testing.M) {
 		envCgroupV2:     &cgroupV2MemoryEvents,
 		envCgroupV1:     &cgroupV1OOMControl,
 		envProcRoot:     &procRoot,
+		envRunLock:      &runLockPath,
+		envDrainFlag:    &drainFlagPath,
 	} {
 		if v, ok := os.LookupEnv(name); ok {
 			*p = v
@@ -69,10 +73,13 @@ func helperCommand(t *testing.T, ctx context.Context, env []string, args ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	missing := filepath.Join(t.TempDir(), "missing")
+	tmp := t.TempDir()
+	missing := filepath.Join(tmp, "missing")
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(),
 		envExec+"=1",
+		envRunLock+"="+filepath.Join(tmp, "run.lock"),
+		envDrainFlag+"="+filepath.Join(tmp, "draining"),
 		envProc1Cmdline+"="+missing,
 		envCgroupV2+"="+missing,
 		envCgroupV1+"="+missing,
@@ -87,8 +94,9 @@ func helperCommand(t *testing.T, ctx context.Context, env []string, args ...stri
 
 // result is one helper run, decoded.
 type result struct {
-	stdout, stderr []byte // the program's output, from the frames
-	frames         []frame
+	stdout, stderr []byte  // the program's output, from the frames
+	frames         []frame // output frames and the Status frame
+	started        bool    // a Started frame came first
 	status         wire.RunStatus
 	exitCode       int    // the helper process's exit code
 	helperStderr   []byte // the helper process's own stderr
@@ -140,6 +148,13 @@ func decode(t *testing.T, r *result, b []byte) {
 		}
 		if statuses > 0 {
 			t.Fatalf("frame of type %d after the Status frame", typ)
+		}
+		if typ == wire.Started {
+			if r.started || len(r.frames) > 0 {
+				t.Fatalf("a Started frame after other frames")
+			}
+			r.started = true
+			continue
 		}
 		r.frames = append(r.frames, frame{typ, append([]byte(nil), p...)})
 		switch typ {

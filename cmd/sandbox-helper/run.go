@@ -155,6 +155,15 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 		}
 	}
 
+	// A stop or rm is removing the sandbox: start nothing (the plugin
+	// tries again, on the next container). Past this point the run holds
+	// the run lock, so a drain waits for it (see drain.go); the Started
+	// frame tells the plugin that it may send the program's stdin.
+	if enterRun(runLockPath, drainFlagPath) {
+		return failure(125, wire.ErrDraining, "the sandbox is being stopped or removed")
+	}
+	out.started()
+
 	if opts.workdir != "" {
 		if err := os.MkdirAll(opts.workdir, 0o755); err != nil {
 			return failure(125, wire.ErrBadRequest, fmt.Sprintf("sandbox-helper run: creating the working directory: %v", err))
@@ -317,6 +326,9 @@ func (o *output) frame(typ byte, p []byte) bool {
 }
 
 // status seals the output and writes the Status frame.
+// started writes the Started frame.
+func (o *output) started() { o.frame(wire.Started, nil) }
+
 func (o *output) status(st wire.RunStatus) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -10,6 +10,9 @@
 //
 //	[1 byte type][3 zero bytes][4 bytes: big-endian uint32 payload length][payload]
 //
+// A Started frame (empty) says that the run passed its checks and will read
+// the program's stdin: the plugin sends stdin only after it, so that a run
+// refused before it (ErrDraining) can be tried again with nothing consumed.
 // Type Stdout and Stderr carry the program's output; exactly one Status frame
 // (JSON, see Status) ends a run. Because the helper frames everything the
 // program writes, sandboxed code cannot forge a Status frame.
@@ -28,6 +31,8 @@ const (
 	Stdout byte = 1
 	Stderr byte = 2
 	Status byte = 3
+	// Started precedes the program's output (see the package comment).
+	Started byte = 4
 )
 
 // MaxFrame is the largest payload a frame may carry.
@@ -43,6 +48,8 @@ const (
 	ErrSpecMismatch        = "spec_mismatch"
 	ErrBadRequest          = "bad_request"
 	ErrInternal            = "helper_error"
+	// ErrDraining: a stop or rm is removing the sandbox; nothing ran.
+	ErrDraining = "draining"
 )
 
 // RunStatus ends every `sandbox-helper run`.
@@ -118,7 +125,7 @@ func (fr *FrameReader) Next() (byte, []byte, error) {
 	}
 	typ := hdr[0]
 	n := binary.BigEndian.Uint32(hdr[4:])
-	if typ < Stdout || typ > Status || hdr[1] != 0 || hdr[2] != 0 || hdr[3] != 0 || n > MaxFrame {
+	if typ < Stdout || typ > Started || hdr[1] != 0 || hdr[2] != 0 || hdr[3] != 0 || n > MaxFrame {
 		return 0, nil, fmt.Errorf("%w: header %x", ErrBadFrame, hdr)
 	}
 	if cap(fr.buf) < int(n) {
