@@ -127,8 +127,9 @@ func cpTar(t *testing.T, hs ...*tar.Header) []byte {
 	return b.Bytes()
 }
 
-// cpTmpList lists the sandbox's /tmp without the code files exec puts there.
-const cpTmpList = "find /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*'"
+// cpTmpList lists the sandbox's /tmp without the code files exec puts there
+// and the helper's run lock and drain flag.
+const cpTmpList = "find /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*' -not -path '/tmp/.sandbox-helper.*'"
 
 // cpJSON mirrors the documented cp --format json schema.
 type cpJSON struct {
@@ -517,7 +518,7 @@ func TestCpHostileTarIn(t *testing.T) {
 	} {
 		r := sbRun(t, run{args: []string{"cp", "--format", "json", "-", s + ":box/dir"}, stdin: bytes.NewReader(data)})
 		cpWantErr(t, r, "path_escape")
-		if got := cpSh(t, s, "find /opt/workspace /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*' | sort"); got != "/opt/workspace/box\n/opt/workspace/box/dir\n" {
+		if got := cpSh(t, s, "find /opt/workspace /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*' -not -path '/tmp/.sandbox-helper.*' | sort"); got != "/opt/workspace/box\n/opt/workspace/box/dir\n" {
 			t.Fatalf("%s: the refused copy left:\n%s", name, got)
 		}
 	}
