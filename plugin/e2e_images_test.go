@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 )
 
@@ -102,4 +103,26 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// `images build` re-imports the helper image: the image it replaces under
+// the same tag is removed, so builds leave no untagged image behind.
+func TestImagesBuildLeavesNoUntagged(t *testing.T) {
+	needE2E(t)
+	dangling := func() int {
+		t.Helper()
+		f := filters.NewArgs(filters.Arg("dangling", "true"), filters.Arg("label", "com.docker.sandbox.image-kind=helper"))
+		l, err := engine(t).ImageList(context.Background(), image.ListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+	before := dangling()
+	for i := 0; i < 2; i++ {
+		wantCode(t, sb(t, "images", "build"), 0)
+	}
+	if n := dangling(); n != before {
+		t.Fatalf("%d untagged helper images after two builds, %d before", n, before)
+	}
 }
