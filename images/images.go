@@ -42,7 +42,6 @@ type Engine interface {
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
-	ImageRemove(ctx context.Context, image string, options image.RemoveOptions) ([]image.DeleteResponse, error)
 }
 
 // Names of the images.
@@ -161,13 +160,6 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string) error {
 	if err != nil {
 		return err
 	}
-	// An import always makes a new image (its creation time differs): the
-	// one it replaces under the same tag is removed after, unless in use,
-	// so that `images build` leaves no untagged image behind.
-	var oldID string
-	if old, err := b.Engine.ImageInspect(ctx, b.HelperRef(arch)); err == nil {
-		oldID = old.ID
-	}
 	rc, err := b.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, b.HelperRef(arch), image.ImportOptions{
 		Platform: "linux/" + normArch(arch),
 		Changes: []string{
@@ -181,11 +173,6 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string) error {
 	defer rc.Close()
 	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
 		return sbexec.Wrap(sbexec.CodeImageBuildFailed, err, "importing the helper image failed")
-	}
-	if oldID != "" {
-		if now, err := b.Engine.ImageInspect(ctx, b.HelperRef(arch)); err == nil && now.ID != oldID {
-			_, _ = b.Engine.ImageRemove(ctx, oldID, image.RemoveOptions{})
-		}
 	}
 	return nil
 }

@@ -105,10 +105,26 @@ func envOr(k, def string) string {
 	return def
 }
 
-// `images build` re-imports the helper image: the image it replaces under
-// the same tag is removed, so builds leave no untagged image behind.
+// `images build` keeps a helper image whose tag exists (the tag names the
+// binary's hash; an import would make a new image ID each time and leave
+// the old one untagged), so builds leave the engine as they found it.
 func TestImagesBuildLeavesNoUntagged(t *testing.T) {
 	needE2E(t)
+	helperID := func() string {
+		t.Helper()
+		f := filters.NewArgs(filters.Arg("label", "com.docker.sandbox.image-kind=helper"), filters.Arg("dangling", "false"))
+		l, err := engine(t).ImageList(context.Background(), image.ListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, im := range l {
+			ids = append(ids, im.ID)
+		}
+		return strings.Join(ids, ",")
+	}
+	wantCode(t, sb(t, "images", "build"), 0)
+	firstIDs := helperID()
 	dangling := func() int {
 		t.Helper()
 		f := filters.NewArgs(filters.Arg("dangling", "true"), filters.Arg("label", "com.docker.sandbox.image-kind=helper"))
@@ -124,5 +140,8 @@ func TestImagesBuildLeavesNoUntagged(t *testing.T) {
 	}
 	if n := dangling(); n != before {
 		t.Fatalf("%d untagged helper images after two builds, %d before", n, before)
+	}
+	if ids := helperID(); ids != firstIDs {
+		t.Fatalf("the helper images changed: %s, then %s", firstIDs, ids)
 	}
 }

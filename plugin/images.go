@@ -59,7 +59,9 @@ func runImagesBuild(ctx context.Context, dockerCli command.Cli, cmd *cobra.Comma
 	if err == nil && sv.Arch != "" {
 		arch = sv.Arch
 	}
-	if err := b.BuildHelper(ctx, arch); err != nil {
+	// The helper image's tag names its binary's hash: one that exists is
+	// this helper already, and is kept as it is.
+	if _, _, err := b.EnsureHelper(ctx, arch); err != nil {
 		return err
 	}
 	if err := b.BuildRuntime(ctx); err != nil {
