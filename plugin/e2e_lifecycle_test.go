@@ -40,7 +40,12 @@ const lcTestRunLabel = "com.docker.sandbox.test-run"
 // volume, networks).
 func lcRunID(t *testing.T) string {
 	t.Helper()
+	// Under the suite's run (RUN-lc-x), so that scripts/test.sh's cleanup
+	// takes what the sweep leaves on purpose: the shared helper volume.
 	id := "lc-" + randID(4)
+	if outer := os.Getenv("DOCKER_SANDBOX_TEST_RUN"); outer != "" {
+		id = outer + "-" + id
+	}
 	t.Cleanup(func() { lcSweep(t, id) })
 	return id
 }

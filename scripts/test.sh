@@ -66,15 +66,26 @@ list_our_images() {
 	done
 }
 
+# run_objects KIND: the IDs of the containers, networks or volumes of this
+# run: test-run label RUN_ID, or RUN_ID-... (the lifecycle tests' own runs).
+run_objects() {
+	local fmt='{{.ID}}' all=()
+	[[ "$1" != volume ]] || fmt='{{.Name}}'
+	[[ "$1" != container ]] || all=(-a)
+	docker "$1" ls "${all[@]}" --filter "label=com.docker.sandbox.test-run" \
+		--format "$fmt {{.Label \"com.docker.sandbox.test-run\"}}" 2>/dev/null |
+		awk -v r="$RUN_ID" '$2 == r || index($2, r "-") == 1 { print $1 }'
+}
+
 remove_by_label() {
-	local label="com.docker.sandbox.test-run=$RUN_ID" ids
-	ids="$(docker ps -aq --filter "label=$label" 2>/dev/null || true)"
+	local ids
+	ids="$(run_objects container)"
 	# shellcheck disable=SC2086 # word splitting of the id list is intended
 	[[ -z "$ids" ]] || docker rm -f $ids >/dev/null || log "warning: could not remove some containers of test run $RUN_ID"
-	ids="$(docker network ls -q --filter "label=$label" 2>/dev/null || true)"
+	ids="$(run_objects network)"
 	# shellcheck disable=SC2086
 	[[ -z "$ids" ]] || docker network rm $ids >/dev/null || log "warning: could not remove some networks of test run $RUN_ID"
-	ids="$(docker volume ls -q --filter "label=$label" 2>/dev/null || true)"
+	ids="$(run_objects volume)"
 	# shellcheck disable=SC2086
 	[[ -z "$ids" ]] || docker volume rm -f $ids >/dev/null || log "warning: could not remove some volumes of test run $RUN_ID"
 }
