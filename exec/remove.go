@@ -36,23 +36,17 @@ func (m *Manager) Remove(ctx context.Context, t Target) (bool, error) {
 // force, it refuses with scope_busy while an exec, copy or shell runs in any
 // of them, and removes none. It reports whether there was a container.
 func (m *Manager) StopSandbox(ctx context.Context, t Target, force bool) (bool, error) {
-	ids, err := m.containersOf(ctx, t, false)
-	if err != nil {
-		return false, err
-	}
-	if len(ids) == 0 {
-		return false, nil
-	}
-	if err := m.removeContainers(ctx, t, ids, force); err != nil {
-		return false, err
-	}
-	return true, nil
+	return m.stop(ctx, t, force, false)
 }
 
 // StopExact is StopSandbox for the target's own container only (a scope
 // without a session: not its sessions'). `stop --all` uses it.
 func (m *Manager) StopExact(ctx context.Context, t Target, force bool) (bool, error) {
-	ids, err := m.containersOf(ctx, t, true)
+	return m.stop(ctx, t, force, true)
+}
+
+func (m *Manager) stop(ctx context.Context, t Target, force, exact bool) (bool, error) {
+	ids, err := m.containersOf(ctx, t, exact)
 	if err != nil {
 		return false, err
 	}
