@@ -97,11 +97,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go (see go.mod for the version)"
-PATH="$(dirname "$GO"):$PATH"
-export PATH
-command -v docker >/dev/null 2>&1 || die "the docker CLI is not on PATH"
-docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker Engine answers (docker version failed); see scripts/engine.sh"
+need_go_and_engine
 [[ -x /usr/bin/time ]] || apt_install time
 
 # 1. Build the plugin and the timing program (scripts/bench, shared with

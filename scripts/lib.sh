@@ -96,3 +96,13 @@ q() {
 	out="$(printf '%q ' "$@")"
 	printf '%s' "${out% }"
 }
+
+# need_go_and_engine sets GO (and puts it first on PATH) and checks that the
+# docker CLI is there and an engine answers: the benchmarks' preamble.
+need_go_and_engine() {
+	GO="$(find_go)" || die "Go not found: put go on PATH or install it at /usr/local/go (see go.mod for the version)"
+	PATH="$(dirname "$GO"):$PATH"
+	export PATH
+	command -v docker >/dev/null 2>&1 || die "the docker CLI is not on PATH"
+	docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker Engine answers (docker version failed); see scripts/engine.sh"
+}
