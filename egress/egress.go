@@ -1,11 +1,11 @@
 // Package egress runs the sidecar egress proxy of docker sandbox and its
 // networks, through the Engine API:
 //
-//	sandbox (scope A) ─┐ docker-sandbox-net-A (internal)
+//	sandbox (scope A) ─┐ docker-sandbox.net.A (internal)
 //	                   ├─ sidecar ─── outbound network ─── allowed hosts
-//	sandbox (scope B) ─┘ docker-sandbox-net-B (internal)
+//	sandbox (scope B) ─┘ docker-sandbox.net.B (internal)
 //
-// One sidecar per engine (container docker-sandbox-egress, from the helper
+// One sidecar per engine (container docker-sandbox.egress, from the helper
 // image, running `sandbox-helper proxy`: non-root, read-only, no
 // capabilities) sits on an outbound network and on one internal network
 // per proxy-mode scope. A scope's sandboxes sit on that scope's network
@@ -32,9 +32,11 @@ import (
 
 // Names and fixed values.
 const (
-	SidecarName   = "docker-sandbox-egress"
-	VolumeName    = "docker-sandbox-egress"
-	NetworkPrefix = "docker-sandbox-net-"
+	// The plugin's own objects: names in exec's PluginObjectPrefix
+	// namespace, which no scope or session name can produce.
+	SidecarName   = sbexec.PluginObjectPrefix + "egress"
+	VolumeName    = sbexec.PluginObjectPrefix + "egress-data"
+	NetworkPrefix = sbexec.PluginObjectPrefix + "net."
 	ProxyPort     = 3128
 	// DataDir is where the sidecar's volume is mounted (the helper image's
 	// folder owned by 65532).

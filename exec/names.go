@@ -56,9 +56,69 @@ func (t Target) Validate() error {
 	return nil
 }
 
-// Object names. Scope and session names cannot contain '.', so the dot
-// keeps every name unambiguous.
+// Object names come from two disjoint patterns, so that no scope or session
+// name can ever address an object the plugin makes for itself:
+//
+//   - a sandbox's objects: "docker-sandbox-" + SCOPE [ "." SESSION ] [ ".user" | ".ws" ];
+//     the character after the prefix is one of a name's ([A-Za-z0-9_-]);
+//   - the plugin's own objects (the egress sidecar and its volume, scope
+//     networks, helper volumes, anything added later): PluginObjectPrefix,
+//     "docker-sandbox." + anything, through PluginObjectName.
+//
+// Names cannot contain '.', so the dot keeps sandbox names unambiguous too.
 const namePrefix = "docker-sandbox-"
+
+// PluginObjectPrefix starts the name of every object the plugin creates for
+// itself (never a sandbox's): no scope or session name can produce it.
+const PluginObjectPrefix = "docker-sandbox."
+
+// PluginObjectName is the name of one of the plugin's own objects.
+func PluginObjectName(what string) string { return PluginObjectPrefix + what }
+
+// IsPluginObjectName reports whether name is in the plugin's own namespace
+// (or in a namespace no sandbox uses: anything "docker-sandbox" followed by
+// something other than '-').
+func IsPluginObjectName(name string) bool {
+	return strings.HasPrefix(name, "docker-sandbox") && !strings.HasPrefix(name, namePrefix)
+}
+
+// ParseContainerName returns the target whose container is named name; ok
+// is false for any other name (the plugin's own objects included).
+func ParseContainerName(name string) (t Target, ok bool) {
+	rest, found := strings.CutPrefix(strings.TrimPrefix(name, "/"), namePrefix)
+	if !found {
+		return Target{}, false
+	}
+	scope, session, _ := strings.Cut(rest, ".")
+	t = Target{Scope: scope, Session: session}
+	if t.Validate() != nil || t.ContainerName() != strings.TrimPrefix(name, "/") {
+		return Target{}, false
+	}
+	return t, true
+}
+
+// ParseVolumeName returns the target whose volume is named name and which of
+// its volumes it is (KindUser or KindWorkspace, a session's); ok is false for
+// any other name (the plugin's own objects included).
+func ParseVolumeName(name string) (t Target, kind string, ok bool) {
+	rest, found := strings.CutPrefix(name, namePrefix)
+	if !found {
+		return Target{}, "", false
+	}
+	parts := strings.Split(rest, ".")
+	switch {
+	case len(parts) == 2 && parts[1] == "user":
+		t, kind = Target{Scope: parts[0]}, KindUser
+	case len(parts) == 3 && parts[2] == "ws" && parts[1] != "":
+		t, kind = Target{Scope: parts[0], Session: parts[1]}, KindWorkspace
+	default:
+		return Target{}, "", false
+	}
+	if t.Validate() != nil {
+		return Target{}, "", false
+	}
+	return t, kind, true
+}
 
 // ContainerName is the name of the target's container.
 func (t Target) ContainerName() string {

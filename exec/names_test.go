@@ -56,3 +56,102 @@ func TestResolveWorkdir(t *testing.T) {
 		}
 	}
 }
+
+// The plugin's own objects, spelled out by hand (not taken from the code
+// under test): no target may produce any of them, and none of them parses
+// as a sandbox's object.
+var pluginObjects = []string{
+	"docker-sandbox.egress", "docker-sandbox.egress-data", "docker-sandbox.net.egress", "docker-sandbox.net.u1",
+	"docker-sandbox.helper.0.1.0.abc.amd64",
+}
+
+func TestObjectNamesDisjoint(t *testing.T) {
+	for _, n := range pluginObjects {
+		if !IsPluginObjectName(n) {
+			t.Errorf("IsPluginObjectName(%q) = false", n)
+		}
+		if tg, ok := ParseContainerName(n); ok {
+			t.Errorf("ParseContainerName(%q) = %v: a plugin object parsed as a sandbox's", n, tg)
+		}
+		if tg, kind, ok := ParseVolumeName(n); ok {
+			t.Errorf("ParseVolumeName(%q) = %v %s: a plugin object parsed as a sandbox's", n, tg, kind)
+		}
+	}
+	// Scopes and sessions named after the plugin's objects stay in the
+	// sandbox namespace.
+	for _, scope := range []string{"egress", "egress-data", "net", "helper", "net-u1", "helper-0_1_0", "_", "-"} {
+		for _, session := range []string{"", "egress", "user", "ws", "net"} {
+			tg := Target{Scope: scope, Session: session}
+			for _, n := range []string{tg.ContainerName(), tg.UserVolume(), tg.WorkspaceVolume()} {
+				if IsPluginObjectName(n) {
+					t.Errorf("%v: %q is in the plugin's namespace", tg, n)
+				}
+				for _, p := range pluginObjects {
+					if n == p {
+						t.Errorf("%v: %q is a plugin object's name", tg, n)
+					}
+				}
+			}
+			if got, ok := ParseContainerName(tg.ContainerName()); !ok || got != tg {
+				t.Errorf("ParseContainerName(%q) = %v %v, want %v", tg.ContainerName(), got, ok, tg)
+			}
+			if got, kind, ok := ParseVolumeName(tg.UserVolume()); !ok || got != (Target{Scope: scope}) || kind != KindUser {
+				t.Errorf("ParseVolumeName(%q) = %v %s %v", tg.UserVolume(), got, kind, ok)
+			}
+			if session != "" {
+				if got, kind, ok := ParseVolumeName(tg.WorkspaceVolume()); !ok || got != tg || kind != KindWorkspace {
+					t.Errorf("ParseVolumeName(%q) = %v %s %v", tg.WorkspaceVolume(), got, kind, ok)
+				}
+			}
+		}
+	}
+	for _, bad := range []string{"docker-sandbox-", "docker-sandbox-a.b.c", "docker-sandbox-a.b.ws.x", "docker-sandbox-a..ws", "docker-sandbox-a b", "docker-sandboxa", "x-docker-sandbox-a", "docker-sandbox-a.b.ws"} {
+		if tg, ok := ParseContainerName(bad); ok {
+			t.Errorf("ParseContainerName(%q) = %v", bad, tg)
+		}
+	}
+	for _, bad := range []string{"docker-sandbox-a", "docker-sandbox-a.b", "docker-sandbox-a.b.user", "docker-sandbox-.user", "docker-sandbox-a..ws"} {
+		if tg, kind, ok := ParseVolumeName(bad); ok {
+			t.Errorf("ParseVolumeName(%q) = %v %s", bad, tg, kind)
+		}
+	}
+}
+
+// FuzzObjectNames: whatever the names, a valid target's objects are never
+// in the plugin's namespace and parse back to the same target; a name that
+// parses is exactly the name of what it parses to.
+func FuzzObjectNames(f *testing.F) {
+	f.Add("egress", "")
+	f.Add("net", "u1")
+	f.Add("docker-sandbox.egress", "x")
+	f.Add("a.b", "ws")
+	f.Fuzz(func(t *testing.T, scope, session string) {
+		tg := Target{Scope: scope, Session: session}
+		if tg.Validate() == nil {
+			for _, n := range []string{tg.ContainerName(), tg.UserVolume(), tg.WorkspaceVolume()} {
+				if IsPluginObjectName(n) {
+					t.Fatalf("%v: %q is in the plugin's namespace", tg, n)
+				}
+			}
+			if got, ok := ParseContainerName(tg.ContainerName()); !ok || got != tg {
+				t.Fatalf("ParseContainerName(%q) = %v %v, want %v", tg.ContainerName(), got, ok, tg)
+			}
+		}
+		name := "docker-sandbox-" + scope
+		if session != "" {
+			name += "." + session
+		}
+		if got, ok := ParseContainerName(name); ok && (got.ContainerName() != name || IsPluginObjectName(name)) {
+			t.Fatalf("ParseContainerName(%q) = %v, whose name is %q", name, got, got.ContainerName())
+		}
+		if got, kind, ok := ParseVolumeName(name); ok {
+			back := got.UserVolume()
+			if kind == KindWorkspace {
+				back = got.WorkspaceVolume()
+			}
+			if back != name || IsPluginObjectName(name) {
+				t.Fatalf("ParseVolumeName(%q) = %v %s, whose name is %q", name, got, kind, back)
+			}
+		}
+	})
+}

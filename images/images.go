@@ -113,7 +113,7 @@ func (b *Builder) HelperRef(arch string) string {
 
 // HelperVolume is the name of the volume carrying the helper for arch.
 func (b *Builder) HelperVolume(arch string) string {
-	return fmt.Sprintf("docker-sandbox-helper-%s-%s-%s", b.Version, HelperID(), normArch(arch))
+	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s.%s", b.Version, HelperID(), normArch(arch)))
 }
 
 func (b *Builder) base() string {

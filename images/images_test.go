@@ -64,7 +64,7 @@ func TestRefs(t *testing.T) {
 	if got := b.HelperRef("x86_64"); got != "docker-sandbox-helper:0.1.0-"+HelperID()+"-amd64" {
 		t.Fatalf("helper ref %s", got)
 	}
-	if b.HelperVolume("aarch64") != "docker-sandbox-helper-0.1.0-"+HelperID()+"-arm64" {
+	if b.HelperVolume("aarch64") != "docker-sandbox.helper.0.1.0."+HelperID()+".arm64" {
 		t.Fatalf("helper volume %s", b.HelperVolume("aarch64"))
 	}
 	for _, a := range []string{"amd64", "arm64", "x86_64", "aarch64"} {

@@ -47,7 +47,7 @@ import (
 
 const (
 	egUpName      = "up.egress.test"
-	egSidecar     = "docker-sandbox-egress"
+	egSidecar     = "docker-sandbox.egress"
 	egCanaryPorts = "22,25,6379"
 )
 
@@ -420,19 +420,19 @@ python3 -c 'import egress_probe; print("egress_probe", egress_probe.VALUE)'
 	r := sb(t, append(append([]string{"exec"}, egPolicyArgs(f, b)...), "-c", "true")...)
 	wantCode(t, r, 0)
 	bc := inspectSandbox(t, b, "")
-	bIP := bc.NetworkSettings.Networks["docker-sandbox-net-"+b].IPAddress
+	bIP := bc.NetworkSettings.Networks["docker-sandbox.net."+b].IPAddress
 	ac := inspectSandbox(t, a, "")
-	aNet, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox-net-"+a, network.InspectOptions{})
+	aNet, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox.net."+a, network.InspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	aSubnet := netip.MustParsePrefix(aNet.IPAM.Config[0].Subnet)
 	aGateway := aNet.IPAM.Config[0].Gateway
 	sidecar, err := engine(t).ContainerInspect(context.Background(), egSidecar)
-	if err != nil || sidecar.NetworkSettings == nil || sidecar.NetworkSettings.Networks["docker-sandbox-net-"+a] == nil {
+	if err != nil || sidecar.NetworkSettings == nil || sidecar.NetworkSettings.Networks["docker-sandbox.net."+a] == nil {
 		t.Fatalf("the sidecar %s is gone or not on scope %s's network: %v", egSidecar, a, err)
 	}
-	sidecarA := sidecar.NetworkSettings.Networks["docker-sandbox-net-"+a].IPAddress
+	sidecarA := sidecar.NetworkSettings.Networks["docker-sandbox.net."+a].IPAddress
 	bridge, _ := engine(t).NetworkInspect(context.Background(), "bridge", network.InspectOptions{})
 	hostGateway := "172.17.0.1"
 	if len(bridge.IPAM.Config) > 0 && bridge.IPAM.Config[0].Gateway != "" {
@@ -445,7 +445,7 @@ python3 -c 'import egress_probe; print("egress_probe", egress_probe.VALUE)'
 		if !aNet.Internal || aNet.Options["com.docker.network.bridge.inhibit_ipv4"] != "true" {
 			t.Fatalf("scope network: internal %v, options %v", aNet.Internal, aNet.Options)
 		}
-		if got := fmt.Sprint(len(ac.NetworkSettings.Networks)); got != "1" || ac.NetworkSettings.Networks["docker-sandbox-net-"+a] == nil {
+		if got := fmt.Sprint(len(ac.NetworkSettings.Networks)); got != "1" || ac.NetworkSettings.Networks["docker-sandbox.net."+a] == nil {
 			t.Fatalf("sandbox networks: %v", ac.NetworkSettings.Networks)
 		}
 		if len(ac.HostConfig.DNS) != 1 || !aSubnet.Contains(netip.MustParseAddr(ac.HostConfig.DNS[0])) {
@@ -838,7 +838,7 @@ for name, fu in futs.items():
 		if decodeErr(t, r).Error.Code != "runtime_unavailable" {
 			t.Fatalf("%s", r)
 		}
-		if _, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox-net-"+s, network.InspectOptions{}); err == nil {
+		if _, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox.net."+s, network.InspectOptions{}); err == nil {
 			t.Fatal("the failed call left its scope network behind")
 		}
 		if cs, _ := objects(t, s); cs != 0 {
@@ -850,7 +850,7 @@ for name, fu in futs.items():
 		s := newScope(t)
 		wantCode(t, sb(t, append(append([]string{"exec"}, egPolicyArgs(f, s)...), "--session", "x", "-c", "true")...), 0)
 		wantCode(t, sb(t, append(append([]string{"exec"}, egPolicyArgs(f, s)...), "-c", "true")...), 0)
-		netName := "docker-sandbox-net-" + s
+		netName := "docker-sandbox.net." + s
 		if _, err := engine(t).NetworkInspect(context.Background(), netName, network.InspectOptions{}); err != nil {
 			t.Fatalf("no scope network after a proxy-mode exec: %v", err)
 		}
@@ -932,7 +932,7 @@ for name, fu in futs.items():
 		subnets := map[netip.Prefix]string{}
 		got := 0
 		for _, nw := range nets {
-			if !strings.HasPrefix(nw.Name, "docker-sandbox-net-"+prefix) {
+			if !strings.HasPrefix(nw.Name, "docker-sandbox.net."+prefix) {
 				continue
 			}
 			got++
@@ -994,7 +994,7 @@ func TestEgressBadFlags(t *testing.T) {
 	if cs, _ := objects(t, s); cs != 0 {
 		t.Fatalf("a refused call created %d containers", cs)
 	}
-	if _, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox-net-"+s, network.InspectOptions{}); err == nil {
+	if _, err := engine(t).NetworkInspect(context.Background(), "docker-sandbox.net."+s, network.InspectOptions{}); err == nil {
 		t.Fatal("a refused call created the scope's network")
 	}
 }

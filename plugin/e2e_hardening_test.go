@@ -28,8 +28,8 @@ import (
 const (
 	hardenedUser   = "65532:65532"
 	helperBinPath  = "/opt/sandbox/sandbox-helper"
-	helperVolGlob  = "docker-sandbox-helper-*"
-	helperVolStart = "docker-sandbox-helper-"
+	helperVolGlob  = "docker-sandbox.helper.*"
+	helperVolStart = "docker-sandbox.helper."
 )
 
 // execMustPass runs `docker sandbox ARGS` and fails unless it exits 0.

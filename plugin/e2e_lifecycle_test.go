@@ -316,7 +316,7 @@ func TestLifecycleLsInspect(t *testing.T) {
 		if m := mounts["/opt/workspace"]; m.Name != "docker-sandbox-"+s+".user" || !m.RW {
 			t.Errorf("mount /opt/workspace: %+v", m)
 		}
-		if m := mounts["/opt/sandbox"]; m.RW || !strings.HasPrefix(m.Name, "docker-sandbox-helper-") {
+		if m := mounts["/opt/sandbox"]; m.RW || !strings.HasPrefix(m.Name, "docker-sandbox.helper.") {
 			t.Errorf("mount /opt/sandbox: %+v", m)
 		}
 		if d.Labels["com.docker.sandbox.managed"] != "true" || d.Labels["com.docker.sandbox.scope"] != s {
