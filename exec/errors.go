@@ -20,6 +20,17 @@ const (
 	CodeScopeBusy          = "scope_busy"
 	CodeSandboxMismatch    = "sandbox_mismatch"
 	CodeSandboxGone        = "sandbox_gone"
+	// CodeWrapperLost: the exec's wrapper was killed or stopped (by code in
+	// the sandbox) before it reported; every process of the run is killed.
+	CodeWrapperLost = "wrapper_lost"
+	// CodeNotSandbox: the container found by the sandbox's name is not that
+	// sandbox (its PID 1 is not the helper's init for that target).
+	CodeNotSandbox = "not_a_sandbox"
+	// CodeDiskLimit: the sandbox's data is over its --disk limit.
+	CodeDiskLimit = "disk_limit"
+	// CodeLifetimeReached: the sandbox reached its --max-lifetime during the
+	// run; it was removed (its data stays).
+	CodeLifetimeReached    = "lifetime_reached"
 	CodeNotFound           = "not_found"
 	CodeFileNotFound       = "file_not_found"
 	CodeInterpreterMissing = "interpreter_not_found"

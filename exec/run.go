@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,11 @@ type Result struct {
 	Duration     time.Duration
 }
 
+// runBackstop is how long past its timeout the plugin waits for a run's
+// status before it gives up on the stream: the helper's PID 1 kills a
+// wrapper that lives 7 s past its timeout (cmd/sandbox-helper runGrace).
+const runBackstop = 10 * time.Second
+
 // maxCreateWait bounds how long a call waits for a container that another
 // call is creating or the engine is removing.
 const maxCreateWait = 60 * time.Second
@@ -89,7 +95,7 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		t1 := time.Now()
 		st, err = m.attach(ctx, name, execID, token, req)
 		debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
-		if execNotStarted(err) || (err == nil && st.ErrorCode == wire.ErrDraining) {
+		if execNotStarted(err) || errors.Is(err, errEndedBeforeStart) || (err == nil && st.ErrorCode == wire.ErrDraining) {
 			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
 		}
 		var se *execStartError
@@ -103,10 +109,14 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	if err != nil {
 		return res, err
 	}
-	if st.ErrorCode == wire.ErrSpecMismatch {
+	switch st.ErrorCode {
+	case wire.ErrSpecMismatch:
 		return res, Errorf(CodeSandboxMismatch,
 			"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
 			spec.Target, spec.Describe(), spec.Target)
+	case wire.ErrNotSandbox:
+		return res, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (%s); nothing ran: remove or rename that container",
+			spec.ContainerName(), spec.Target, st.Error)
 	}
 	return res, nil
 }
@@ -178,10 +188,15 @@ type RawRequest struct {
 // it as Run does) and returns the helper's exit code.
 func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int, Result, error) {
 	exitCode := -1
+	cmd := append([]string{HelperPath}, rr.Args...)
+	if len(rr.Args) > 0 && rr.Args[0] == "fs" {
+		// The file server first checks that the container is this sandbox.
+		cmd = append([]string{HelperPath, "fs", "--target", spec.Target.String()}, rr.Args[1:]...)
+	}
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
 			User: SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
-			Env: rr.Env, WorkingDir: WorkspaceDir, Cmd: append([]string{HelperPath}, rr.Args...),
+			Env: append(append([]string(nil), HelperEnv...), rr.Env...), WorkingDir: WorkspaceDir, Cmd: cmd,
 		})
 		if err != nil {
 			return false, err
@@ -240,6 +255,7 @@ func HelperCommand(spec Spec, req Request, token string) []string {
 		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
 		"--workdir", req.Workdir,
 		"--spec", spec.Hash(),
+		"--target", spec.Target.String(),
 	}
 	if req.NoCode {
 		cmd = append(cmd, "--no-code", "--interp", req.Args[0], "--")
@@ -287,7 +303,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 	defer stop()
 	// Backstop: the helper enforces the timeout; if it (or the engine) does
 	// not end the stream in time, stop waiting.
-	backstop := time.AfterFunc(req.Timeout+15*time.Second, func() { hj.Conn.Close() })
+	backstop := time.AfterFunc(req.Timeout+runBackstop, func() { hj.Conn.Close() })
 	defer backstop.Stop()
 
 	// The code goes at once; the program's stdin only once the helper says
@@ -322,6 +338,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 	}()
 	head := &headRecorder{r: pr, max: 4 << 10}
 	fr := wire.NewFrameReader(head)
+	gotStarted := false
 	for frames := 0; ; frames++ {
 		typ, p, err := fr.Next()
 		if err != nil {
@@ -338,17 +355,21 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			if ctx.Err() != nil {
 				return st, ctx.Err()
 			}
+			if !gotStarted && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+				// The wrapper ends before Started only when it was
+				// refused or its container went away: nothing ran, and
+				// none of the program's stdin was read.
+				return st, errEndedBeforeStart
+			}
 			msg := strings.TrimSpace(helperErr.String())
 			if msg == "" {
 				msg = "the stream ended without the helper's status"
 			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return st, Errorf(CodeSandboxGone, "the program's run ended without a status: its container was killed or removed, or sandboxed code killed the helper (%s)", msg)
-			}
-			return st, Wrap(CodeSandboxGone, err, "lost the program's output stream (%s)", msg)
+			return st, m.lostRun(ctrName, err, msg)
 		}
 		switch typ {
 		case wire.Started:
+			gotStarted = true
 			select {
 			case <-started:
 			default:
@@ -369,6 +390,32 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			return st, nil
 		}
 	}
+}
+
+// errEndedBeforeStart: the exec's stream ended before the wrapper's Started
+// frame (the container went away, or the wrapper was refused without a
+// status): nothing ran.
+var errEndedBeforeStart = errors.New("the exec ended before the program started")
+
+// lostRun explains a run whose stream ended after it started but without
+// the wrapper's status. A container that still runs lost only the wrapper:
+// sandboxed code killed or stopped it (PID 1 kills a stopped wrapper, and
+// then every process the run left). Otherwise the container went away.
+func (m *Manager) lostRun(ctrName string, err error, msg string) *Error {
+	bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, ierr := m.Engine.ContainerInspect(bg, ctrName)
+	if ierr == nil && c.State != nil && c.State.Running {
+		return Errorf(CodeWrapperLost, "the program's exec wrapper was killed or stopped before it reported (code in the sandbox can signal it: it runs as the same user); the sandbox's init killed every process of the run")
+	}
+	why := "its container was killed or removed"
+	if ierr == nil && c.State != nil && c.State.OOMKilled {
+		why = "its container ran out of memory and was killed"
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return Errorf(CodeSandboxGone, "the program's run ended without a status: %s (%s)", why, msg)
+	}
+	return Wrap(CodeSandboxGone, err, "lost the program's output stream: %s (%s)", why, msg)
 }
 
 // headRecorder keeps the first max bytes read through it.
@@ -469,6 +516,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	if err := CheckImage(spec.Image, img); err != nil {
 		return "", err
 	}
+	spec.ImageVolumes = imageVolumes(img)
 	arch := img.Architecture
 	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch)
 	if err != nil {
@@ -552,7 +600,31 @@ func CheckImage(ref string, img image.InspectResponse) error {
 	if img.Os != "" && img.Os != "linux" {
 		return Errorf(CodeBadImage, "image %s is for %s: sandboxes need a linux image", ref, img.Os)
 	}
+	// A VOLUME inside the sandbox's own mounts would put an anonymous
+	// volume into the workspace or /opt/user (hiding their data, outside
+	// the disk limit) or over the helper.
+	for v := range img.Config.Volumes {
+		p := path.Clean("/" + v)
+		for _, ours := range []string{WorkspaceDir, UserDir, HelperDir} {
+			if strings.HasPrefix(p, ours+"/") {
+				return Errorf(CodeBadImage, "image %s declares VOLUME %s, inside the sandbox's %s: images with volumes under %s, %s or %s are refused",
+					ref, v, ours, WorkspaceDir, UserDir, HelperDir)
+			}
+		}
+	}
 	return nil
+}
+
+// imageVolumes lists the image's VOLUME paths.
+func imageVolumes(img image.InspectResponse) []string {
+	if img.Config == nil {
+		return nil
+	}
+	var out []string
+	for v := range img.Config.Volumes {
+		out = append(out, v)
+	}
+	return sortedStrings(out)
 }
 
 func uniq(ss ...string) []string {

@@ -46,6 +46,11 @@ type Spec struct {
 	Nofile  int64
 	TmpSize int64
 	IdleTTL time.Duration
+	// MaxLifetime ends the sandbox at that age, even while busy (0: none).
+	MaxLifetime time.Duration
+	// Disk is the bytes /opt/workspace and /opt/user may hold together
+	// (0: no limit).
+	Disk    int64
 	Runtime string // "" = engine default
 	// HelperID identifies the embedded helper binaries (part of Hash).
 	HelperID string
@@ -53,6 +58,10 @@ type Spec struct {
 	// architecture; it is known once the image has been inspected.
 	HelperVolume string
 	Version      string
+	// ImageVolumes are the image's VOLUME paths (known once the image has
+	// been inspected): each gets an empty read-only tmpfs instead of a
+	// writable anonymous volume. Not in Hash (the image is).
+	ImageVolumes []string
 }
 
 // Hash identifies the Spec's settings (not its target). The helper compares
@@ -62,6 +71,9 @@ func (s Spec) Hash() string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%g\x00%d\x00%d\x00%d\x00%s\x00%s\x00%s\x00%s",
 		s.Image, s.Network, s.Memory, s.CPUs, s.Pids, s.Nofile, s.TmpSize, s.IdleTTL, s.Runtime, s.HelperID, s.Version)
+	if s.MaxLifetime != 0 || s.Disk != 0 {
+		fmt.Fprintf(h, "\x00%s\x00%d", s.MaxLifetime, s.Disk)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -71,12 +83,32 @@ func (s Spec) Describe() string {
 	if rt == "" {
 		rt = "default"
 	}
-	return fmt.Sprintf("image %s, network %s, memory %s, cpus %g, pids %d, runtime %s, idle-ttl %s",
-		s.Image, s.Network, units.BytesSize(float64(s.Memory)), s.CPUs, s.Pids, rt, s.IdleTTL)
+	disk, life := "none", "none"
+	if s.Disk > 0 {
+		disk = units.BytesSize(float64(s.Disk))
+	}
+	if s.MaxLifetime > 0 {
+		life = s.MaxLifetime.String()
+	}
+	return fmt.Sprintf("image %s, network %s, memory %s, cpus %g, pids %d, runtime %s, idle-ttl %s, disk %s, max-lifetime %s",
+		s.Image, s.Network, units.BytesSize(float64(s.Memory)), s.CPUs, s.Pids, rt, s.IdleTTL, disk, life)
 }
 
+// ownLabelKeys are every sandbox label the plugin reads: each is set on
+// every sandbox container (empty when it has no value), so that a label of
+// the same key in the image (containers inherit the image's labels) never
+// shows through.
+var ownLabelKeys = []string{LabelManaged, LabelKind, LabelScope, LabelSession, LabelVersion, LabelSpec, LabelIdleTTL,
+	LabelNetwork, LabelImage, LabelRuntime, LabelTestRun}
+
 func (s Spec) labels() map[string]string {
-	l := BaseLabels(KindSandbox)
+	l := map[string]string{}
+	for _, k := range ownLabelKeys {
+		l[k] = ""
+	}
+	for k, v := range BaseLabels(KindSandbox) {
+		l[k] = v
+	}
 	l[LabelScope] = s.Scope
 	l[LabelSession] = s.Session
 	l[LabelVersion] = s.Version
@@ -94,13 +126,19 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		Image:      s.Image,
 		User:       SandboxUser,
 		WorkingDir: WorkspaceDir,
-		Entrypoint: []string{HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--spec", s.Hash()},
+		Entrypoint: s.initCommand(),
 		Cmd:        nil,
-		Env:        append([]string{"HOME=" + UserDir, "TMPDIR=/tmp"}, s.Env...),
+		Env:        append(append([]string{"HOME=" + UserDir, "TMPDIR=/tmp"}, HelperEnv...), s.Env...),
 		Labels:     s.labels(),
 		// No stdin, no TTY: the container is only a home for execs.
 		AttachStdin: false, OpenStdin: false, Tty: false,
 		StopSignal: "SIGTERM",
+		// The image's HEALTHCHECK would run image code outside any exec,
+		// with no timeout, keeping the sandbox busy: never.
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
+		// Nothing is exposed or published (the image's EXPOSE only
+		// documents; PublishAllPorts stays off).
+		ExposedPorts: nil,
 	}
 	stopTimeout := 2
 	cfg.StopTimeout = &stopTimeout
@@ -122,7 +160,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		AutoRemove:     true,
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
-		Tmpfs:          map[string]string{"/tmp": "rw,nosuid,nodev,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"},
+		Tmpfs:          s.tmpfs(),
 		Runtime:        s.Runtime,
 		Resources: container.Resources{
 			Memory:     s.Memory,
@@ -134,6 +172,41 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		Mounts: s.mounts(),
 	}
 	return cfg, hc
+}
+
+// initCommand is PID 1's command line: the helper's init, which the other
+// helper commands read back from /proc/1/cmdline (--target, --spec).
+func (s Spec) initCommand() []string {
+	cmd := []string{HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--target", s.Target.String(), "--spec", s.Hash()}
+	if s.MaxLifetime > 0 {
+		cmd = append(cmd, "--max-lifetime", s.MaxLifetime.String())
+	}
+	if s.Disk > 0 {
+		cmd = append(cmd, "--disk", strconv.FormatInt(s.Disk, 10))
+	}
+	return cmd
+}
+
+// HelperEnv overrides, for the helper's processes, variables an image may
+// set that change how a Go program runs (its garbage collector, memory
+// limit, crash output, runtime debug switches): the image decides nothing
+// about the helper. The program run by an exec sees the same (empty) values.
+var HelperEnv = []string{"GODEBUG=", "GOGC=", "GOMEMLIMIT=", "GOMAXPROCS=", "GOTRACEBACK=", "GORACE="}
+
+// tmpfs is /tmp, plus an empty read-only tmpfs over each of the image's
+// VOLUME paths: an image cannot give the sandbox writable storage outside
+// the workspace, /opt/user and /tmp (anonymous volumes would also escape
+// the disk limit).
+func (s Spec) tmpfs() map[string]string {
+	t := map[string]string{"/tmp": "rw,nosuid,nodev,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"}
+	for _, v := range s.ImageVolumes {
+		p := path.Clean("/" + v)
+		if _, ok := t[p]; ok || p == WorkspaceDir || p == UserDir || p == "/" {
+			continue // ours already (CheckImage refuses paths under our volumes)
+		}
+		t[p] = "ro,nosuid,nodev,noexec,size=4k,mode=0755"
+	}
+	return t
 }
 
 func (s Spec) mounts() []mount.Mount {

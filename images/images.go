@@ -106,14 +106,20 @@ type Builder struct {
 	Progress io.Writer
 }
 
+// helperLayout versions the helper image's layer (its folders, owners and
+// modes) apart from the helper binaries' hash: a change to the layout gets
+// new image tags and volume names, so an image or volume made by the old
+// layout is never taken for the new one.
+const helperLayout = "l2"
+
 // HelperRef is the helper image's reference for an architecture.
 func (b *Builder) HelperRef(arch string) string {
-	return fmt.Sprintf("%s:%s-%s-%s", HelperRepo, b.Version, HelperID(), normArch(arch))
+	return fmt.Sprintf("%s:%s-%s%s-%s", HelperRepo, b.Version, HelperID(), helperLayout, normArch(arch))
 }
 
 // HelperVolume is the name of the volume carrying the helper for arch.
 func (b *Builder) HelperVolume(arch string) string {
-	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s.%s", b.Version, HelperID(), normArch(arch)))
+	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s%s.%s", b.Version, HelperID(), helperLayout, normArch(arch)))
 }
 
 func (b *Builder) base() string {
@@ -194,7 +200,11 @@ func helperLayer(bin []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "opt/sandbox/sandbox-helper", Mode: 0o555, Size: int64(len(bin)), ModTime: mt}); err != nil {
+	// Execute-only: the sandbox's uid can run the helper but not read it,
+	// so the kernel makes every helper process non-dumpable from its very
+	// execve (no window before its own prctl in which sandboxed code could
+	// ptrace it or open its /proc/PID/fd).
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "opt/sandbox/sandbox-helper", Mode: 0o111, Size: int64(len(bin)), ModTime: mt}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(bin); err != nil {

@@ -41,7 +41,7 @@ func TestHelperLayer(t *testing.T) {
 		{"opt/user/", 65532, 65532, 0o755, ""},
 		{"tmp/", 0, 0, 0o1777, ""},
 		// Read-only and root-owned: sandboxed code cannot replace it.
-		{"opt/sandbox/sandbox-helper", 0, 0, 0o555, "BIN"},
+		{"opt/sandbox/sandbox-helper", 0, 0, 0o111, "BIN"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("helper layer (-want +got):\n%s", diff)
@@ -61,10 +61,10 @@ func TestRefs(t *testing.T) {
 	if (&Builder{Version: "0.1.0", Base: DefaultBase}).RuntimeRef() != def {
 		t.Fatal("the default base named explicitly must give the same tag")
 	}
-	if got := b.HelperRef("x86_64"); got != "docker-sandbox-helper:0.1.0-"+HelperID()+"-amd64" {
+	if got := b.HelperRef("x86_64"); got != "docker-sandbox-helper:0.1.0-"+HelperID()+"l2-amd64" {
 		t.Fatalf("helper ref %s", got)
 	}
-	if b.HelperVolume("aarch64") != "docker-sandbox.helper.0.1.0."+HelperID()+".arm64" {
+	if b.HelperVolume("aarch64") != "docker-sandbox.helper.0.1.0."+HelperID()+"l2.arm64" {
 		t.Fatalf("helper volume %s", b.HelperVolume("aarch64"))
 	}
 	for _, a := range []string{"amd64", "arm64", "x86_64", "aarch64"} {

@@ -14,7 +14,6 @@ import (
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
-	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -107,11 +106,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 			if img == "" {
 				img = b.RuntimeRef()
 			}
-			return sbexec.Spec{
-				Target: t, Image: img, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
-				Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
-				HelperID: images.HelperID(), Version: Version,
-			}
+			return sandboxSpec(c, t, img)
 		},
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}

@@ -15,10 +15,13 @@ import (
 
 // errorObject is the JSON error schema: {"error":{"code":...,"message":...}}.
 type errorObject struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error jsonError `json:"error"`
+}
+
+// jsonError is the error object's content.
+type jsonError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // fail turns err into the CLI's exit status, printing the JSON error object

@@ -19,7 +19,6 @@ import (
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
-	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -43,6 +42,8 @@ type execOptions struct {
 	pids      string
 	runtime   string
 	idleTTL   string
+	maxLife   string
+	disk      string
 	rm        bool
 	maxOutput string
 	format    string
@@ -83,6 +84,8 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringVar(&o.pids, "pids", "", "Process limit (default 256)")
 	f.StringVar(&o.runtime, "runtime", "", "Container runtime, e.g. runsc (must be registered on the engine)")
 	f.StringVar(&o.idleTTL, "idle-ttl", "", "Remove the sandbox's container after this long idle (default 10m, 0 = never)")
+	f.StringVar(&o.maxLife, "max-lifetime", "", "Remove the sandbox's container at this age, even while busy (default 0 = never; data stays)")
+	f.StringVar(&o.disk, "disk", "", "Limit of what /opt/workspace and /opt/user may hold together (default 10GiB, 0 = none)")
 	f.BoolVar(&o.rm, "rm", false, "One-shot: remove the sandbox's container and data after the run")
 	f.StringVar(&o.maxOutput, "max-output", "", "Cap on each of stdout and stderr (default 1MiB)")
 	f.StringVar(&o.format, "format", "", "Output format: json, or a Go template (default: the program's own output)")
@@ -106,6 +109,9 @@ type execJSON struct {
 	StderrTruncated bool    `json:"stderr_truncated"`
 	DurationMS      int64   `json:"duration_ms"`
 	Created         bool    `json:"created"`
+	// Error is set when the sandbox stopped the program (disk_limit,
+	// lifetime_reached): the output up to then is above.
+	Error *jsonError `json:"error,omitempty"`
 }
 
 // applyFlags records the changed flags into the configuration.
@@ -135,7 +141,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if err := applyFlags(cmd, c, map[string]string{
 		"timeout": "timeout", "image": "image", "network": "network",
 		"memory": "memory", "cpus": "cpus", "pids": "pids", "runtime": "runtime", "idle-ttl": "idle_ttl",
-		"max-output": "max_output",
+		"max-output": "max_output", "max-lifetime": "max_lifetime", "disk": "disk",
 	}); err != nil {
 		return err
 	}
@@ -236,11 +242,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if imageRef == "" {
 		imageRef = b.RuntimeRef()
 	}
-	spec := sbexec.Spec{
-		Target: target, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
-		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
-		HelperID: images.HelperID(), Version: Version,
-	}
+	spec := sandboxSpec(c, target, imageRef)
 	jsonMode := o.format != ""
 	var outBuf, errBuf bytes.Buffer
 	req := sbexec.Request{
@@ -295,8 +297,15 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return runErr
 	}
 	st := res.Status
+	var stoppedBy *jsonError // the sandbox stopped (or refused) the program
 	switch st.ErrorCode {
 	case "":
+	case wire.ErrDiskLimit, wire.ErrLifetime:
+		code := sbexec.CodeDiskLimit
+		if st.ErrorCode == wire.ErrLifetime {
+			code = sbexec.CodeLifetimeReached
+		}
+		stoppedBy = &jsonError{Code: code, Message: st.Error}
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
 		code := sbexec.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {
@@ -308,6 +317,8 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}
 	if !jsonMode {
 		switch {
+		case stoppedBy != nil:
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", stoppedBy.Message)
 		case st.TimedOut:
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed at --timeout %s\n", c.Timeout)
 		case st.OOMKilled:
@@ -322,7 +333,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
 			Stdout: outBuf.String(), Stderr: errBuf.String(),
 			StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
-			DurationMS: res.Duration.Milliseconds(), Created: res.Created,
+			DurationMS: res.Duration.Milliseconds(), Created: res.Created, Error: stoppedBy,
 		}
 		if st.Signal != 0 {
 			s := signalName(st.Signal)

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
-	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
 type shellOptions struct {
@@ -87,11 +86,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	if imageRef == "" {
 		imageRef = b.RuntimeRef()
 	}
-	spec := sbexec.Spec{
-		Target: target, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
-		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
-		HelperID: images.HelperID(), Version: Version,
-	}
+	spec := sandboxSpec(c, target, imageRef)
 	m := manager(dockerCli, c)
 	m.MaxSandboxes = c.MaxSandboxes
 	if c.Network != "none" {

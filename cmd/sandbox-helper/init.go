@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,10 +29,35 @@ var initReadyHook func()
 // is left in the namespace anyway).
 const initShutdownGrace = 500 * time.Millisecond
 
+// Supervision timings.
+const (
+	// scanEvery is how often PID 1 looks at the processes.
+	scanEvery = 250 * time.Millisecond
+	// runGrace is how long past its --timeout a `run` wrapper may live (its
+	// own kill sweep and output drain take up to killDeadline+drainTimeout)
+	// before PID 1 kills it as hung.
+	runGrace = killDeadline + drainTimeout + 2*time.Second
+	// lifetimeGrace is how long PID 1 waits, at the max lifetime, for the
+	// registered runs to report before it ends the sandbox.
+	lifetimeGrace = 3 * time.Second
+)
+
+// initOptions are the flags of `init`.
+type initOptions struct {
+	ttl         time.Duration
+	maxLifetime time.Duration
+	diskLimit   int64
+	target      string
+}
+
 func runInit(args []string) int {
 	fs := flag.NewFlagSet("sandbox-helper init", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
-	ttl := fs.Duration("idle-ttl", 0, "exit after this long with nothing running (0: never)")
+	var o initOptions
+	fs.DurationVar(&o.ttl, "idle-ttl", 0, "exit after this long with nothing running (0: never)")
+	fs.DurationVar(&o.maxLifetime, "max-lifetime", 0, "end the sandbox at this age, even while busy (0: never)")
+	fs.Int64Var(&o.diskLimit, "disk", 0, "bytes /opt/workspace and /opt/user may hold together (0: no limit)")
+	fs.StringVar(&o.target, "target", "", "the sandbox's SCOPE[/SESSION], read back by the other subcommands from /proc/1/cmdline")
 	fs.String("spec", "", "sandbox spec hash, read back by `run` from /proc/1/cmdline")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -35,13 +65,12 @@ func runInit(args []string) int {
 		}
 		return 2
 	}
-	reserveThreads(6)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "sandbox-helper init: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *ttl < 0 {
-		fmt.Fprintf(os.Stderr, "sandbox-helper init: --idle-ttl must not be negative, got %v\n", *ttl)
+	if o.ttl < 0 || o.maxLifetime < 0 || o.diskLimit < 0 {
+		fmt.Fprintln(os.Stderr, "sandbox-helper init: --idle-ttl, --max-lifetime and --disk must not be negative")
 		return 2
 	}
 	self := os.Getpid()
@@ -49,18 +78,35 @@ func runInit(args []string) int {
 		fmt.Fprintf(os.Stderr, "sandbox-helper init: must run as PID 1 (the container's entrypoint), running as PID %d\n", self)
 		return 2
 	}
-	_ = setNonDumpable()
+	// The control socket first: no exec can have run before it is bound,
+	// and if anything holds the name, the sandbox must not run at all.
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: controlSocket, Net: "unix"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-helper init: cannot listen on the control socket: %v\n", err)
+		return 1
+	}
+	defer ln.Close()
+	reserveThreads(6)
 
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
+	sv := newSupervisor(o, self, time.Now())
+	// An init that can be a subreaper runs on a kernel where each run's
+	// wrapper is one: orphans that reach PID 1 then belong to no live run.
+	sv.subreaper = setChildSubreaper() == nil
+	events := make(chan ctlEvent)
+	go acceptControl(ln, events)
 	if initReadyHook != nil {
 		initReadyHook()
 	}
-	ticker := time.NewTicker(time.Second)
+	ticker := time.NewTicker(scanEvery)
 	defer ticker.Stop()
-
-	st := idleState{start: time.Now(), ttl: *ttl}
-	var logged bool
+	var diskWatch <-chan time.Time
+	if o.diskLimit > 0 {
+		t := time.NewTicker(diskWatchEvery)
+		defer t.Stop()
+		diskWatch = t.C
+	}
 	reapZombies()
 	for {
 		select {
@@ -69,62 +115,406 @@ func runInit(args []string) int {
 				reapZombies()
 				continue
 			}
-			shutdown(self)
+			shutdown(self, sv.runPIDs())
 			return 0
+		case ev := <-events:
+			sv.handle(ev, time.Now())
+			if ev.gone {
+				sv.tick(time.Now()) // its orphans die now, not at the next tick
+			}
+		case now := <-diskWatch:
+			sv.watchDisk(now)
+		case res := <-sv.diskDone:
+			sv.diskResult(res, time.Now())
 		case now := <-ticker.C:
 			reapZombies()
-			procs, err := readProcs(procRoot)
-			if err != nil {
-				// Without a process listing the sandbox cannot be shown idle:
-				// stay up (treat it as busy), and say so once.
-				if !logged {
-					fmt.Fprintf(os.Stderr, "sandbox-helper init: cannot list processes, idle expiry disabled: %v\n", err)
-					logged = true
-				}
-				st.lastBusy = now
-				continue
-			}
-			if st.observe(procs, self, now) {
+			if sv.tick(now) {
+				shutdown(self, sv.runPIDs())
 				return 0
 			}
 		}
 	}
 }
 
-// idleState tracks when the sandbox was last seen busy.
-type idleState struct {
-	start    time.Time     // when init started
-	lastBusy time.Time     // last scan that found another live process
-	ttl      time.Duration // 0: never expire
+// supervisor is PID 1's state. Only the main loop touches it.
+type supervisor struct {
+	o         initOptions
+	self      int
+	start     time.Time
+	lastBusy  time.Time
+	subreaper bool
+	draining  bool
+	runs      map[int]*regRun // registered wrappers, by pid
+	killed    int
+	loggedErr bool
+	// ending is set once the max lifetime is reached: the sandbox ends at
+	// that time (after notifying the runs).
+	ending time.Time
+	// Disk usage (o.diskLimit > 0).
+	disk     diskState
+	diskDone chan diskScan
 }
 
-// busy reports whether procs holds a live process other than self. Zombies do
-// not count.
-func busy(procs []procStat, self int) bool {
+func newSupervisor(o initOptions, self int, now time.Time) *supervisor {
+	return &supervisor{o: o, self: self, start: now, runs: map[int]*regRun{}, diskDone: make(chan diskScan, 1),
+		disk: diskState{used: -1, free: -1}}
+}
+
+// regRun is a registered wrapper: its connection, and the token its command
+// line carries (for `signal`).
+type regRun struct {
+	conn  *net.UnixConn
+	token string
+}
+
+// rootInfo is an exec root seen by a scan.
+type rootInfo struct {
+	procStat
+	kind    string        // helper subcommand, "" for another program
+	timeout time.Duration // `run`'s --timeout
+}
+
+// decision is what one scan concluded.
+type decision struct {
+	kill     []int
+	busy     bool // a live exec root exists
+	liveRuns bool // a live `run` wrapper exists
+}
+
+// decide applies PID 1's rules to one scan:
+//   - an exec root (PPID rootPPID) that is the helper and is stopped or
+//     traced was stopped by sandboxed code: kill it (its exec ends, its
+//     program's processes become orphans);
+//   - a `run` wrapper older than its --timeout plus runGrace is hung: kill it;
+//   - any other live exec root keeps the sandbox busy (a stopped one that is
+//     not the helper does not);
+//   - an orphan (a process re-parented to PID 1) belongs to no live run
+//     where the kernel supports subreapers (each wrapper is one): kill it;
+//     where it does not (older gVisor), kill orphans once no run lives.
+//
+// age gives a process's age from its start time in clock ticks.
+func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper bool, age func(uint64) time.Duration) decision {
+	var d decision
 	for _, p := range procs {
-		if p.PID != self && p.State != 'Z' {
-			return true
+		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
+			continue
+		}
+		r, ok := roots[p.PID]
+		if !ok {
+			r = rootInfo{procStat: p}
+		}
+		stopped := p.State == 'T' || p.State == 't'
+		switch {
+		case r.kind != "" && stopped:
+			d.kill = append(d.kill, p.PID)
+		case r.kind == "run" && r.timeout > 0 && p.Start > 0 && age(p.Start) > r.timeout+runGrace:
+			d.kill = append(d.kill, p.PID)
+		case stopped:
+		default:
+			d.busy = true
+			if r.kind == "run" {
+				d.liveRuns = true
+			}
 		}
 	}
-	return false
+	for _, p := range procs {
+		if p.PID != self && p.PPID == self && p.State != 'Z' && (subreaper || !d.liveRuns) {
+			d.kill = append(d.kill, p.PID)
+		}
+	}
+	return d
 }
 
-// observe records one process scan taken at now and reports whether the
-// sandbox has been idle for longer than the TTL since the later of init's
-// start and the last busy scan.
-func (s *idleState) observe(procs []procStat, self int, now time.Time) (expired bool) {
-	if busy(procs, self) {
+// tick scans the processes, enforces the rules, and reports whether the
+// sandbox should end now (idle past its TTL, or past its max lifetime).
+func (s *supervisor) tick(now time.Time) (end bool) {
+	procs, err := readProcs(procRoot)
+	if err != nil {
+		// Without a process listing the sandbox cannot be shown idle:
+		// stay up (treat it as busy), and say so once.
+		if !s.loggedErr {
+			fmt.Fprintf(os.Stderr, "sandbox-helper init: cannot list processes, idle expiry disabled: %v\n", err)
+			s.loggedErr = true
+		}
 		s.lastBusy = now
-		return false
+		return s.lifetimeOver(now)
 	}
-	if s.ttl <= 0 {
+	roots := readRoots(procRoot, procs, s.self)
+	up := uptime(procRoot)
+	d := decide(procs, roots, s.self, s.subreaper, func(start uint64) time.Duration {
+		if up <= 0 {
+			return 0
+		}
+		return up - time.Duration(start)*time.Second/clockTicks
+	})
+	for _, pid := range d.kill {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			s.killed++
+		}
+	}
+	// Registrations whose process is gone or no longer a live root.
+	for pid, rr := range s.runs {
+		if r, ok := roots[pid]; !ok || r.State == 'Z' {
+			rr.conn.Close()
+			delete(s.runs, pid)
+		}
+	}
+	if d.busy || len(s.runs) > 0 {
+		s.lastBusy = now
+		s.maybeScanDisk(now)
+	}
+	if s.lifetimeOver(now) {
+		return true
+	}
+	if s.o.ttl <= 0 || d.busy || len(s.runs) > 0 {
 		return false
 	}
 	since := s.start
 	if s.lastBusy.After(since) {
 		since = s.lastBusy
 	}
-	return now.Sub(since) > s.ttl
+	return now.Sub(since) > s.o.ttl
+}
+
+// lifetimeOver starts the end at the max lifetime (notifying the runs) and
+// reports whether the sandbox ends now.
+func (s *supervisor) lifetimeOver(now time.Time) bool {
+	if s.o.maxLifetime <= 0 || now.Sub(s.start) < s.o.maxLifetime {
+		return false
+	}
+	if s.ending.IsZero() {
+		s.ending = now.Add(lifetimeGrace)
+		s.draining = true
+		s.notifyAll(ctlNotice{Stop: reasonLifetime, Message: fmt.Sprintf("the sandbox reached its max lifetime (%s) and was removed; its data stays", s.o.maxLifetime)})
+	}
+	return len(s.runs) == 0 || now.After(s.ending)
+}
+
+func (s *supervisor) notifyAll(n ctlNotice) {
+	for _, rr := range s.runs {
+		notify(rr, n)
+	}
+}
+
+func notify(rr *regRun, n ctlNotice) {
+	_ = rr.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = writeLine(rr.conn, n)
+}
+
+// handle serves one control event (on the main loop: a drain and a
+// registration never interleave).
+func (s *supervisor) handle(ev ctlEvent, now time.Time) {
+	if ev.gone {
+		if rr, ok := s.runs[ev.pid]; ok && rr.conn == ev.conn {
+			rr.conn.Close()
+			delete(s.runs, ev.pid)
+			s.lastBusy = now
+		}
+		return
+	}
+	rep := ctlReply{DiskRemaining: -1}
+	switch {
+	case ev.req.Op == opRegister && (ev.kind == "run" || ev.kind == "fs"):
+		switch {
+		case s.draining:
+			rep.Refused, rep.Message = reasonDraining, "the sandbox is being stopped or removed"
+		case s.o.diskLimit > 0 && s.disk.over:
+			// Data may have been removed since: measure again now.
+			s.scanDiskNow()
+			if s.disk.over {
+				rep.Refused, rep.Message = reasonDisk, s.diskMessage()
+			}
+		}
+		if rep.Refused == "" {
+			rep.OK = true
+			if s.o.diskLimit > 0 {
+				rep.DiskLimit = s.o.diskLimit
+				if s.disk.used >= 0 {
+					rep.DiskRemaining = max(s.o.diskLimit-s.disk.used, 0)
+				}
+			}
+			s.runs[ev.pid] = &regRun{conn: ev.conn, token: ev.token}
+			s.lastBusy = now
+		}
+	case ev.req.Op == opDrain && ev.kind == "drain":
+		if len(s.runs) > 0 {
+			rep.Refused = "busy"
+		} else {
+			s.draining, rep.OK = true, true
+		}
+	case ev.req.Op == opUndrain && ev.kind == "drain":
+		if s.ending.IsZero() {
+			s.draining = false
+		}
+		rep.OK = true
+	case ev.req.Op == opSignal && ev.kind == "signal":
+		// Ctrl-C on the client: the run carrying the token stops its
+		// program. A signal from sandboxed code never reaches a wrapper
+		// this way, and wrappers ignore the signals code can send them.
+		for _, rr := range s.runs {
+			if ev.req.Token != "" && rr.token == ev.req.Token {
+				notify(rr, ctlNotice{Stop: reasonInterrupted})
+				rep.OK = true
+			}
+		}
+		if !rep.OK {
+			rep.Refused = "no run carries that token"
+		}
+	case ev.req.Op == opStatus && ev.kind == "status":
+		rep.OK, rep.Status = true, s.status(now)
+	default:
+		rep.Refused, rep.Message = reasonNotServed, fmt.Sprintf("%q is not served to %q", ev.req.Op, ev.kind)
+	}
+	ev.reply <- rep
+}
+
+func (s *supervisor) status(now time.Time) *initStatus {
+	st := &initStatus{Target: s.o.target, Runs: len(s.runs), Draining: s.draining, DiskLimit: s.o.diskLimit,
+		DiskUsed: s.disk.used, OverLimit: s.disk.over, Killed: s.killed}
+	if len(s.runs) == 0 {
+		since := s.start
+		if s.lastBusy.After(since) {
+			since = s.lastBusy
+		}
+		since = since.UTC()
+		st.IdleSince = &since
+	}
+	if !s.disk.at.IsZero() {
+		at := s.disk.at.UTC()
+		st.DiskScanned = &at
+	}
+	if s.o.maxLifetime > 0 {
+		e := s.start.Add(s.o.maxLifetime).UTC()
+		st.Expires = &e
+	}
+	return st
+}
+
+// ctlEvent is a request from a verified exec root, or the end of a
+// registered connection (gone).
+type ctlEvent struct {
+	pid   int
+	kind  string
+	token string // a run's --token, from its command line
+	conn  *net.UnixConn
+	req   ctlRequest
+	reply chan ctlReply
+	gone  bool
+}
+
+// acceptControl serves the control socket: every connection is checked
+// against its peer's credentials before anything is read from it.
+func acceptControl(ln *net.UnixListener, events chan<- ctlEvent) {
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // EMFILE and the like
+			continue
+		}
+		go serveControl(c, events)
+	}
+}
+
+func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
+	pid, err := peerPID(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	kind, argv, ok := rootKind(procRoot, pid)
+	if !ok || kind == "" {
+		c.Close() // sandboxed code, or a program that is not the helper
+		return
+	}
+	token, _ := flagValue(argv, "token")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var req ctlRequest
+	line, err := readLine(c, 4096)
+	if err != nil || json.Unmarshal(line, &req) != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	reply := make(chan ctlReply, 1)
+	events <- ctlEvent{pid: pid, kind: kind, token: token, conn: c, req: req, reply: reply}
+	rep := <-reply
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	werr := writeLine(c, rep)
+	_ = c.SetWriteDeadline(time.Time{})
+	if req.Op != opRegister || !rep.OK || werr != nil {
+		if req.Op == opRegister && rep.OK {
+			events <- ctlEvent{pid: pid, conn: c, gone: true}
+		}
+		c.Close()
+		return
+	}
+	// A registered run: its connection's end is the run's end.
+	buf := make([]byte, 512)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+	}
+	events <- ctlEvent{pid: pid, conn: c, gone: true}
+}
+
+// readLine reads bytes up to a newline, at most max of them, one byte at a
+// time (nothing past the line is consumed).
+func readLine(c net.Conn, max int) ([]byte, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < max {
+		if _, err := c.Read(b); err != nil {
+			return nil, err
+		}
+		if b[0] == '\n' {
+			return line, nil
+		}
+		line = append(line, b[0])
+	}
+	return nil, errors.New("line too long")
+}
+
+// readRoots reads the command lines of the exec roots in procs.
+func readRoots(root string, procs []procStat, self int) map[int]rootInfo {
+	roots := map[int]rootInfo{}
+	for _, p := range procs {
+		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
+			continue
+		}
+		r := rootInfo{procStat: p}
+		if b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(p.PID), "cmdline")); err == nil {
+			argv := splitCmdline(b)
+			r.kind = helperSubcommand(argv)
+			if r.kind == "run" {
+				if v, ok := flagValue(argv, "timeout"); ok {
+					r.timeout, _ = time.ParseDuration(v)
+				}
+			}
+		}
+		roots[p.PID] = r
+	}
+	return roots
+}
+
+// uptime is the time since boot from ROOT/uptime (0 if unknown).
+func uptime(root string) time.Duration {
+	b, err := os.ReadFile(filepath.Join(root, "uptime"))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // reapZombies collects every child that has exited, without blocking.
@@ -141,15 +531,29 @@ func reapZombies() {
 	}
 }
 
+// runPIDs lists the registered runs.
+func (s *supervisor) runPIDs() map[int]bool { // for shutdown
+	m := make(map[int]bool, len(s.runs))
+	for pid := range s.runs {
+		m[pid] = true
+	}
+	return m
+}
+
 // shutdown SIGKILLs every other visible process, reaps, and returns once
-// none is left or after initShutdownGrace.
-func shutdown(self int) {
+// none is left or after initShutdownGrace. Only PID 1 of a namespace sees
+// nothing but its sandbox: an init running as another pid on the real /proc
+// (tests) kills only its own children and the runs registered with it.
+func shutdown(self int, runs map[int]bool) {
 	deadline := time.Now().Add(initShutdownGrace)
 	for {
 		procs, _ := readProcs(procRoot)
 		alive := false
 		for _, p := range procs {
 			if p.PID == self || p.PID <= 1 {
+				continue
+			}
+			if self != 1 && procRoot == "/proc" && p.PPID != self && !runs[p.PID] {
 				continue
 			}
 			if p.State != 'Z' {

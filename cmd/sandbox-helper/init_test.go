@@ -14,44 +14,92 @@ import (
 	"time"
 )
 
-func TestIdleState(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	const self = 1
-	idle := []procStat{{PID: 1, State: 'S'}}
-	zombie := []procStat{{PID: 1, State: 'S'}, {PID: 7, State: 'Z'}}
-	running := []procStat{{PID: 1, State: 'S'}, {PID: 7, State: 'R'}}
-	sleeping := []procStat{{PID: 7, State: 'S'}, {PID: 9, State: 'Z'}}
-	type step struct {
-		at      float64
-		procs   []procStat
-		expired bool
+// TestDecide: PID 1's rules on hand-written process tables (self is 1,
+// exec roots have PPID 0, as in a container).
+func TestDecide(t *testing.T) {
+	ages := map[uint64]time.Duration{100: time.Second, 200: 20 * time.Second, 300: 200 * time.Second}
+	age := func(start uint64) time.Duration { return ages[start] }
+	run := func(pid int, state byte, start uint64, timeout time.Duration) (procStat, rootInfo) {
+		p := procStat{PID: pid, PPID: 0, State: state, Start: start}
+		return p, rootInfo{procStat: p, kind: "run", timeout: timeout}
 	}
-	cases := []struct {
-		name  string
-		ttl   time.Duration
-		steps []step
-	}{
-		{"idle from the start", 10 * time.Second, []step{
-			{1, idle, false}, {10, idle, false}, {10.5, idle, true},
-		}},
-		{"exactly the ttl is not over it", 10 * time.Second, []step{{10, idle, false}, {11, idle, true}}},
-		{"zombies do not count", 5 * time.Second, []step{{1, zombie, false}, {6, zombie, true}}},
-		{"busy resets the clock", 5 * time.Second, []step{
-			{1, idle, false}, {4, running, false}, {8, idle, false}, {9, idle, false}, {9.5, idle, true},
-		}},
-		{"busy the whole time", time.Second, []step{
-			{1, running, false}, {5, sleeping, false}, {100, running, false}, {100.5, idle, false}, {101.5, idle, true},
-		}},
-		{"ttl 0 never expires", 0, []step{{1, idle, false}, {1e6, idle, false}, {1e7, zombie, false}}},
+	type tc struct {
+		name      string
+		procs     []procStat
+		roots     []rootInfo
+		subreaper bool
+		want      decision
 	}
-	for _, tc := range cases {
-		st := idleState{start: t0, ttl: tc.ttl}
-		for i, s := range tc.steps {
-			if got := st.observe(s.procs, self, at(s.at)); got != s.expired {
-				t.Errorf("%s: step %d (t=%vs): expired = %v, want %v", tc.name, i, s.at, got, s.expired)
-			}
+	r10, ri10 := run(10, 'S', 100, 10*time.Second)             // a live run
+	r11, ri11 := run(11, 'T', 100, 10*time.Second)             // stopped by code
+	r12, ri12 := run(12, 't', 100, 10*time.Second)             // traced
+	r13, ri13 := run(13, 'S', 300, 10*time.Second)             // 200 s old, timeout 10 s: hung
+	r14, ri14 := run(14, 'S', 200, 15*time.Second)             // 20 s old, 15 s + grace: still allowed
+	r15, ri15 := run(15, 'S', 300, 10*time.Second+runGrace*30) // long timeout: fine
+	fsRoot := procStat{PID: 20, PPID: 0, State: 'T'}
+	shell := procStat{PID: 30, PPID: 0, State: 'S'}
+	shellStopped := procStat{PID: 31, PPID: 0, State: 'T'}
+	orphan := procStat{PID: 40, PPID: 1, State: 'S'}
+	orphanZombie := procStat{PID: 41, PPID: 1, State: 'Z'}
+	child := procStat{PID: 50, PPID: 10, State: 'R'}
+	self := procStat{PID: 1, PPID: 0, State: 'S'}
+	cases := []tc{
+		{"nothing but init", []procStat{self}, nil, true, decision{}},
+		{"a live run keeps it busy; its child is left alone", []procStat{self, r10, child}, []rootInfo{ri10}, true,
+			decision{busy: true, liveRuns: true}},
+		{"stopped and traced wrappers are killed, and are not activity", []procStat{self, r11, r12}, []rootInfo{ri11, ri12}, true,
+			decision{kill: []int{11, 12}}},
+		{"a run past its timeout and grace is killed", []procStat{self, r13, r14, r15}, []rootInfo{ri13, ri14, ri15}, true,
+			decision{kill: []int{13}, busy: true, liveRuns: true}},
+		{"a stopped fs wrapper is killed", []procStat{self, fsRoot}, []rootInfo{{procStat: fsRoot, kind: "fs"}}, true,
+			decision{kill: []int{20}}},
+		{"a shell keeps it busy; a stopped one neither counts nor dies", []procStat{self, shell, shellStopped},
+			[]rootInfo{{procStat: shell}, {procStat: shellStopped}}, true, decision{busy: true}},
+		{"orphans die where wrappers are subreapers, even with a live run", []procStat{self, r10, orphan, orphanZombie}, []rootInfo{ri10}, true,
+			decision{kill: []int{40}, busy: true, liveRuns: true}},
+		{"without subreapers, orphans live while a run does", []procStat{self, r10, orphan}, []rootInfo{ri10}, false,
+			decision{busy: true, liveRuns: true}},
+		{"without subreapers, orphans die once no run lives", []procStat{self, shell, orphan}, []rootInfo{{procStat: shell}}, false,
+			decision{kill: []int{40}, busy: true}},
+		{"an orphan alone is not activity", []procStat{self, orphan}, nil, true, decision{kill: []int{40}}},
+	}
+	for _, c := range cases {
+		roots := map[int]rootInfo{}
+		for _, r := range c.roots {
+			roots[r.PID] = r
 		}
+		got := decide(c.procs, roots, 1, c.subreaper, age)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: decide = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestSupervisorIdle: the idle clock counts from the later of init's start
+// and the last scan that saw a live exec root or a registered run.
+func TestSupervisorIdle(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := newSupervisor(initOptions{ttl: 5 * time.Second}, 1, t0)
+	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	// No listing (procRoot missing): treated as busy, never expires.
+	old := procRoot
+	procRoot = filepath.Join(t.TempDir(), "missing")
+	defer func() { procRoot = old }()
+	s.loggedErr = true
+	if s.tick(at(100)) {
+		t.Fatal("expired without a process listing")
+	}
+	procRoot = fakeProc(t, nil)
+	if s.tick(at(104)) {
+		t.Fatal("expired 4 s after the last busy scan")
+	}
+	if !s.tick(at(105.5)) {
+		t.Fatal("did not expire 5.5 s after the last busy scan")
+	}
+	// ttl 0 never expires.
+	s3 := newSupervisor(initOptions{}, 1, t0)
+	if s3.tick(at(1e6)) {
+		t.Fatal("ttl 0 expired")
 	}
 }
 
@@ -112,12 +160,9 @@ func TestReadProcs(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-	want := []procStat{{1, 'S', 0, 1}, {20, 'R', 0, 20}, {21, 'Z', 20, 20}}
+	want := []procStat{{PID: 1, State: 'S', PGRP: 1}, {PID: 20, State: 'R', PGRP: 20}, {PID: 21, State: 'Z', PPID: 20, PGRP: 20}}
 	if !reflect.DeepEqual(procs, want) {
 		t.Errorf("readProcs = %+v, want %+v", procs, want)
-	}
-	if busy(procs, 1) != true || busy(procs[:1], 1) != false || busy(append(procs[:1:1], procs[2]), 1) != false {
-		t.Error("busy")
 	}
 	if _, err := readProcs(filepath.Join(root, "missing")); err == nil {
 		t.Error("readProcs of a missing root: no error")
@@ -197,7 +242,8 @@ func TestReapZombies(t *testing.T) {
 func startInit(t *testing.T, ctx context.Context, procDir string, args ...string) (*exec.Cmd, string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := helperCommand(t, ctx, []string{envProcRoot + "=" + procDir, envAllowNonPID1 + "=1", envInitReadyFile + "=" + ready},
+	cmd := helperCommand(t, ctx, []string{envProcRoot + "=" + procDir, envAllowNonPID1 + "=1", envInitReadyFile + "=" + ready,
+		envControl + "=" + testSocketName(t)},
 		append([]string{"init"}, args...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -250,7 +296,7 @@ func TestInitSIGTERMKillsEverything(t *testing.T) {
 	}
 	defer victim.Process.Kill()
 	pid := strconv.Itoa(victim.Process.Pid)
-	procDir := fakeProc(t, map[string]string{pid: pid + " (sleep) S 1 " + pid + " " + pid + "\n"})
+	procDir := fakeProc(t, map[string]string{pid: pid + " (sleep) S 0 " + pid + " " + pid + "\n"})
 	cmd, ready := startInit(t, ctx, procDir, "--idle-ttl", "1s")
 	waitFile(t, ctx, ready)
 

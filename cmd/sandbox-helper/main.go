@@ -85,3 +85,9 @@ func usage(w io.Writer) {
   sandbox-helper version
 `)
 }
+
+// Every helper process is non-dumpable before it does anything else: code
+// in the sandbox runs as the same uid and could otherwise ptrace it, read
+// its memory or write into its /proc/PID/fd (the helper binary is also
+// execute-only, which makes the kernel mark it so at execve already).
+func init() { _ = setNonDumpable() }

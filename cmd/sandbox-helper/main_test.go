@@ -31,8 +31,11 @@ const (
 	envProcRoot      = "SANDBOX_HELPER_TEST_PROC_ROOT"
 	envAllowNonPID1  = "SANDBOX_HELPER_TEST_ALLOW_NON_PID1"
 	envInitReadyFile = "SANDBOX_HELPER_TEST_INIT_READY_FILE"
-	envRunLock       = "SANDBOX_HELPER_TEST_RUN_LOCK"
-	envDrainFlag     = "SANDBOX_HELPER_TEST_DRAIN_FLAG"
+	envControl       = "SANDBOX_HELPER_TEST_CONTROL_SOCKET"
+	envInitPID       = "SANDBOX_HELPER_TEST_INIT_PID"
+	envRootPPID      = "SANDBOX_HELPER_TEST_ROOT_PPID"
+	envNoInit        = "SANDBOX_HELPER_TEST_NO_INIT"
+	envDiskRoots     = "SANDBOX_HELPER_TEST_DISK_ROOTS"
 )
 
 func TestMain(m *testing.M) {
@@ -40,19 +43,39 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	os.Unsetenv(envExec)
+	if self, err := os.Executable(); err == nil {
+		helperNames[filepath.Base(self)] = true
+	}
 	for name, p := range map[string]*string{
 		envProc1Cmdline: &proc1Cmdline,
 		envCgroupV2:     &cgroupV2MemoryEvents,
 		envCgroupV1:     &cgroupV1OOMControl,
 		envProcRoot:     &procRoot,
-		envRunLock:      &runLockPath,
-		envDrainFlag:    &drainFlagPath,
+		envControl:      &controlSocket,
 	} {
 		if v, ok := os.LookupEnv(name); ok {
 			*p = v
 			os.Unsetenv(name)
 		}
 	}
+	for name, p := range map[string]*int{envInitPID: &initPID, envRootPPID: &rootPPID} {
+		if v, ok := os.LookupEnv(name); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				panic(name + ": " + err.Error())
+			}
+			*p = n
+			os.Unsetenv(name)
+		}
+	}
+	if v, ok := os.LookupEnv(envDiskRoots); ok {
+		diskRoots = strings.Split(v, ":")
+		os.Unsetenv(envDiskRoots)
+	}
+	if os.Getenv(envNoInit) == "1" {
+		initRequired = false
+	}
+	os.Unsetenv(envNoInit)
 	if os.Getenv(envAllowNonPID1) == "1" {
 		initAllowNonPID1 = true
 	}
@@ -65,8 +88,9 @@ func TestMain(m *testing.M) {
 }
 
 // helperCommand returns a command running the helper with args. By default
-// PID 1's cmdline and the cgroup counters point at files that do not exist;
-// env entries (NAME=VALUE) are appended and override those.
+// PID 1's cmdline and the cgroup counters point at files that do not exist,
+// and `run` does not register with an init (see initHarness for tests
+// with one); env entries (NAME=VALUE) are appended and override those.
 func helperCommand(t *testing.T, ctx context.Context, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	self, err := os.Executable()
@@ -78,8 +102,8 @@ func helperCommand(t *testing.T, ctx context.Context, env []string, args ...stri
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(),
 		envExec+"=1",
-		envRunLock+"="+filepath.Join(tmp, "run.lock"),
-		envDrainFlag+"="+filepath.Join(tmp, "draining"),
+		envNoInit+"=1",
+		envControl+"=@sandbox-helper-test-none-"+strconv.Itoa(os.Getpid()),
 		envProc1Cmdline+"="+missing,
 		envCgroupV2+"="+missing,
 		envCgroupV1+"="+missing,
@@ -270,7 +294,8 @@ func TestCLI(t *testing.T) {
 }
 
 // TestStaticBuild builds the real binary the way the plugin does and runs
-// it: the version is settable with -X, and a run works end to end.
+// it: the version is settable with -X, and a run outside a sandbox (no init
+// to register with) is refused cleanly. The e2e tests run it in sandboxes.
 func TestStaticBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the helper")
@@ -293,18 +318,24 @@ func TestStaticBuild(t *testing.T) {
 	if err != nil || string(out) != "v9.8.7-test\n" {
 		t.Fatalf("version: %q, %v", out, err)
 	}
+	// Outside a sandbox there is no init to register with: the run is
+	// refused, in a well-formed Status frame, and runs nothing.
+	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := exec.Command(bin, shArgs("10s", "1000", nil, "x")...)
-	cmd.Stdin = bytes.NewReader(codeStdin(`echo "hi $1"; exit 7`, nil))
+	cmd.Stdin = bytes.NewReader(codeStdin(`touch `+marker+`; exit 7`, nil))
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	err = cmd.Run()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
-		t.Fatalf("run: %v, want exit status 7", err)
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+		t.Fatalf("run: %v, want exit status 125", err)
 	}
 	var r result
 	decode(t, &r, stdout.Bytes())
-	if string(r.stdout) != "hi x\n" || r.status.ExitCode != 7 {
-		t.Fatalf("run: stdout %q, status %+v", r.stdout, r.status)
+	if r.status.ErrorCode != wire.ErrDraining || r.started {
+		t.Fatalf("run without an init: status %+v, started %v", r.status, r.started)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the program ran without the sandbox's init")
 	}
 }

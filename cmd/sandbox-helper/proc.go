@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -26,6 +27,7 @@ type procStat struct {
 	State byte // R, S, D, Z, T, ...
 	PPID  int
 	PGRP  int
+	Start uint64 // start time, in clock ticks after boot (0 if unknown)
 }
 
 // parseStat parses the content of /proc/PID/stat. The command name (field 2)
@@ -55,6 +57,10 @@ func parseStat(b []byte) (procStat, error) {
 		return ps, fmt.Errorf("malformed stat: pgrp: %v", err)
 	}
 	ps.PID, ps.State, ps.PPID, ps.PGRP = pid, rest[0][0], ppid, pgrp
+	// rest[0] is field 3 (state); starttime is field 22.
+	if len(rest) >= 20 {
+		ps.Start, _ = strconv.ParseUint(string(rest[19]), 10, 64)
+	}
 	return ps, nil
 }
 
@@ -118,6 +124,51 @@ func descendants(procs []procStat, root int) []procStat {
 		}
 	}
 	return out
+}
+
+// splitCmdline splits a /proc/PID/cmdline into its arguments.
+func splitCmdline(b []byte) []string {
+	b = bytes.TrimSuffix(b, []byte{0}) // one NUL ends the last argument
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(string(b), "\x00")
+}
+
+// helperSubcommand is the helper subcommand argv runs ("run", "fs", ...), or
+// "" when argv is not the helper's.
+func helperSubcommand(argv []string) string {
+	if len(argv) < 2 || !helperNames[filepath.Base(argv[0])] {
+		return ""
+	}
+	return argv[1]
+}
+
+// helperNames are the helper's file names (tests add their own binary's).
+var helperNames = map[string]bool{"sandbox-helper": true}
+
+// flagValue returns the value of --name (or -name, --name=V, -name=V) in
+// argv before any "--"; the last one wins, as with the flag package.
+func flagValue(argv []string, name string) (string, bool) {
+	var v string
+	var found bool
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "--":
+			return v, found
+		case a == "--"+name || a == "-"+name:
+			if i+1 < len(argv) {
+				v, found = argv[i+1], true
+				i++
+			}
+		case strings.HasPrefix(a, "--"+name+"="):
+			v, found = strings.TrimPrefix(a, "--"+name+"="), true
+		case strings.HasPrefix(a, "-"+name+"="):
+			v, found = strings.TrimPrefix(a, "-"+name+"="), true
+		}
+	}
+	return v, found
 }
 
 // prctl calls prctl(2) with two arguments.

@@ -33,6 +33,7 @@ type runOptions struct {
 	maxOutput int64
 	workdir   string
 	spec      string
+	target    string
 	args      []string
 }
 
@@ -49,6 +50,7 @@ func parseRunFlags(args []string) (runOptions, error) {
 	fs.Int64Var(&o.maxOutput, "max-output", 0, "cap on each of stdout and stderr, in bytes (required)")
 	fs.StringVar(&o.workdir, "workdir", "", "absolute working directory, created if missing")
 	fs.StringVar(&o.spec, "spec", "", "expected sandbox spec hash (compared with PID 1's --spec)")
+	fs.StringVar(&o.target, "target", "", "the sandbox this run is for, SCOPE[/SESSION] (compared with PID 1's --target)")
 	fs.String("token", "", "names this run for `sandbox-helper signal --token` (only carried in argv)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -77,31 +79,6 @@ func parseRunFlags(args []string) (runOptions, error) {
 	return o, nil
 }
 
-// specFromCmdline returns the value of --spec in a NUL-separated command line
-// (as in /proc/PID/cmdline), and false if there is none. Both "--spec VALUE"
-// and "--spec=VALUE" (and the single-dash forms the flag package accepts) are
-// understood; the last one wins, as with the flag package.
-func specFromCmdline(cmdline []byte) (string, bool) {
-	fields := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-	var spec string
-	var found bool
-	for i := 0; i < len(fields); i++ {
-		f := fields[i]
-		switch {
-		case f == "--spec" || f == "-spec":
-			if i+1 < len(fields) {
-				spec, found = fields[i+1], true
-				i++
-			}
-		case strings.HasPrefix(f, "--spec="):
-			spec, found = strings.TrimPrefix(f, "--spec="), true
-		case strings.HasPrefix(f, "-spec="):
-			spec, found = strings.TrimPrefix(f, "-spec="), true
-		}
-	}
-	return spec, found
-}
-
 // specMismatch compares the spec this exec wants with PID 1's command line.
 // It reports a mismatch only when PID 1 carries a --spec that differs; a want
 // of "" or a PID 1 without --spec is never a mismatch.
@@ -109,11 +86,117 @@ func specMismatch(cmdline []byte, want string) (have string, mismatch bool) {
 	if want == "" {
 		return "", false
 	}
-	have, ok := specFromCmdline(cmdline)
+	have, ok := flagValue(splitCmdline(cmdline), "spec")
 	if !ok {
 		return "", false
 	}
 	return have, have != want
+}
+
+// targetMismatch compares the sandbox this exec is meant for (--target
+// SCOPE[/SESSION]) with the one PID 1 was started for: a container that is
+// not that sandbox (another target's, the egress sidecar, a user's look-alike)
+// never runs the request.
+func targetMismatch(cmdline []byte, want string) (have string, mismatch bool) {
+	if want == "" {
+		return "", false
+	}
+	argv := splitCmdline(cmdline)
+	if helperSubcommand(argv) != "init" {
+		return "(not a sandbox)", true
+	}
+	have, _ = flagValue(argv, "target")
+	return have, have != want
+}
+
+// checkPID1 reads PID 1's command line and refuses a request meant for
+// another sandbox, or for other settings.
+func checkPID1(target, spec string) *wire.RunStatus {
+	if target == "" && spec == "" {
+		return nil
+	}
+	b, err := os.ReadFile(proc1Cmdline)
+	if err != nil {
+		if target == "" {
+			return nil
+		}
+		st := failure(125, wire.ErrNotSandbox, fmt.Sprintf("cannot read the container's PID 1 to check that it is sandbox %s: %v", target, err))
+		return &st
+	}
+	if have, bad := targetMismatch(b, target); bad {
+		st := failure(125, wire.ErrNotSandbox, fmt.Sprintf("this container is not sandbox %s (its PID 1 says %q): refusing to run in it", target, have))
+		return &st
+	}
+	if have, bad := specMismatch(b, spec); bad {
+		st := failure(125, wire.ErrSpecMismatch, fmt.Sprintf(
+			"the sandbox was created for spec %q but this exec wants spec %q; remove the sandbox so it is recreated", have, spec))
+		return &st
+	}
+	return nil
+}
+
+// initRequired: runs register with PID 1 (tests of the wrapper alone turn it
+// off).
+var initRequired = true
+
+// registration is a run's registration with PID 1: the connection stays
+// open for the run's life; notices carries PID 1's stop request, if any.
+type registration struct {
+	cc            *ctlConn
+	notices       chan ctlNotice
+	diskRemaining int64
+	diskLimit     int64 // the sandbox's disk limit; 0 for none
+}
+
+// register registers the run with PID 1, or returns the Status that refuses
+// it (before the Started frame: the plugin may try again).
+func register() (*registration, *wire.RunStatus) {
+	reg := &registration{notices: make(chan ctlNotice, 1), diskRemaining: -1}
+	if !initRequired {
+		return reg, nil
+	}
+	cc, err := dialControl()
+	if err != nil {
+		// PID 1 is exiting (idle TTL, max lifetime, stop): nothing ran.
+		st := failure(125, wire.ErrDraining, "the sandbox's init does not answer (it is ending): "+err.Error())
+		return nil, &st
+	}
+	rep, err := cc.call(ctlRequest{Op: opRegister}, 10*time.Second)
+	if err != nil {
+		cc.Close()
+		st := failure(125, wire.ErrDraining, "the sandbox's init does not answer (it is ending): "+err.Error())
+		return nil, &st
+	}
+	if !rep.OK {
+		cc.Close()
+		code := wire.ErrDraining
+		switch rep.Refused {
+		case reasonDisk:
+			code = wire.ErrDiskLimit
+		case reasonDraining:
+		default:
+			code = wire.ErrInternal
+		}
+		st := failure(125, code, rep.Message)
+		return nil, &st
+	}
+	reg.cc, reg.diskRemaining, reg.diskLimit = cc, rep.DiskRemaining, rep.DiskLimit
+	go func() {
+		for {
+			line, err := cc.r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var n ctlNotice
+			if json.Unmarshal(line, &n) == nil && n.Stop != "" {
+				select {
+				case reg.notices <- n:
+				default:
+				}
+			}
+		}
+	}()
+	return reg, nil
 }
 
 // runRun is `sandbox-helper run`. It writes exactly one Status frame and
@@ -144,23 +227,20 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	if err != nil {
 		return failure(125, wire.ErrBadRequest, "sandbox-helper run: "+err.Error())
 	}
-	_ = setNonDumpable()
-
-	if opts.spec != "" {
-		if b, err := os.ReadFile(proc1Cmdline); err == nil {
-			if have, bad := specMismatch(b, opts.spec); bad {
-				return failure(125, wire.ErrSpecMismatch, fmt.Sprintf(
-					"the sandbox was created for spec %q but this exec wants spec %q; remove the sandbox so it is recreated", have, opts.spec))
-			}
-		}
+	if st := checkPID1(opts.target, opts.spec); st != nil {
+		return *st
 	}
 
-	// A stop or rm is removing the sandbox: start nothing (the plugin
-	// tries again, on the next container). Past this point the run holds
-	// the run lock, so a drain waits for it (see drain.go); the Started
-	// frame tells the plugin that it may send the program's stdin.
-	if enterRun(runLockPath, drainFlagPath) {
-		return failure(125, wire.ErrDraining, "the sandbox is being stopped or removed")
+	// Registered with PID 1, the run counts as live, and a stop or rm
+	// (drain) waits for it; a sandbox that is being stopped or is over its
+	// disk limit refuses it. The Started frame tells the plugin that it
+	// may send the program's stdin (a refused run read none of it).
+	reg, refused := register()
+	if refused != nil {
+		return *refused
+	}
+	if reg.cc != nil {
+		defer reg.cc.Close()
 	}
 	out.started()
 
@@ -201,7 +281,7 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	if err := setChildSubreaper(); err != nil && !errors.Is(err, syscall.EINVAL) {
 		return internalError("PR_SET_CHILD_SUBREAPER: %v", err)
 	}
-	return supervise(opts, argv, out)
+	return supervise(opts, argv, out, reg)
 }
 
 // errBadCode marks a malformed request on stdin (a bad header, short code).

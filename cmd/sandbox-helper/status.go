@@ -152,12 +152,9 @@ func readStatus(root, tmpDir string, self int) (statusReport, error) {
 // processKind names what a command line is: one of the helper's wrappers,
 // or anything else (a shell, a program left by `docker exec`).
 func processKind(cmdline []byte) string {
-	argv := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
-	if len(argv) >= 2 && filepath.Base(string(argv[0])) == "sandbox-helper" {
-		switch string(argv[1]) {
-		case "run", "fs":
-			return string(argv[1])
-		}
+	switch k := helperSubcommand(splitCmdline(cmdline)); k {
+	case "run", "fs":
+		return k
 	}
 	return "other"
 }

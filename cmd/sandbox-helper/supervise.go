@@ -38,14 +38,19 @@ type childExit struct {
 // timeout and output caps, kills everything it left behind, and returns the
 // Status to report. The caller must have made this process a child
 // subreaper.
-func supervise(opts runOptions, argv []string, out *output) wire.RunStatus {
+func supervise(opts runOptions, argv []string, out *output, reg *registration) wire.RunStatus {
 	// With SIGPIPE handled, a write to a broken stdout returns EPIPE instead
 	// of killing the wrapper. Handlers (unlike SIG_IGN) are reset by execve,
 	// so the program still gets the default SIGPIPE.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	termSigs := make(chan os.Signal, 1)
-	signal.Notify(termSigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(termSigs)
+	// The program runs as the same user and can signal the wrapper: the
+	// signals that would end it quietly are caught and ignored (a client's
+	// Ctrl-C arrives from PID 1 instead, as an "interrupted" notice;
+	// SIGKILL and SIGSTOP cannot be caught: PID 1 deals with those).
+	signal.Notify(make(chan os.Signal, 8), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGIO, syscall.SIGPWR,
+		syscall.SIGSTKFLT, syscall.SIGTRAP)
 
 	var pipes [6]*os.File // stdin r,w; stdout r,w; stderr r,w
 	for i := 0; i < 6; i += 2 {
@@ -62,6 +67,14 @@ func supervise(opts runOptions, argv []string, out *output) wire.RunStatus {
 	stdoutR, stdoutW := pipes[2], pipes[3]
 	stderrR, stderrW := pipes[4], pipes[5]
 
+	// No file the program writes may be larger than the sandbox's whole
+	// disk limit (PID 1 measures the total; see disk.go).
+	if reg.diskLimit > 0 {
+		lim := syscall.Rlimit{Cur: uint64(reg.diskLimit), Max: uint64(reg.diskLimit)}
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			return internalError("RLIMIT_FSIZE: %v", err)
+		}
+	}
 	oomBefore, oomOK := readOOMKills()
 	start := time.Now()
 	proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
@@ -101,8 +114,13 @@ func supervise(opts runOptions, argv []string, out *output) wire.RunStatus {
 	timer := time.NewTimer(opts.timeout)
 	defer timer.Stop()
 	var ex childExit
+	var stopped *ctlNotice
 	gotExit, timedOut := false, false
 	select {
+	case n := <-reg.notices: // PID 1: the disk limit, the max lifetime, or Ctrl-C
+		if n.Stop != reasonInterrupted {
+			stopped = &n
+		}
 	case ex = <-mainDone:
 		gotExit = true
 	case <-timer.C:
@@ -113,7 +131,6 @@ func supervise(opts runOptions, argv []string, out *output) wire.RunStatus {
 			timedOut = true
 		}
 	case <-out.broken: // nobody reads the output any more: stop the program
-	case <-termSigs:
 	}
 
 	// Nothing started by the program outlives the exec.
@@ -150,6 +167,13 @@ func supervise(opts runOptions, argv []string, out *output) wire.RunStatus {
 	}
 	oomIncreased := oomOK && oomAfterOK && oomAfter > oomBefore
 	st := exitStatus(ex.ws, timedOut, oomIncreased)
+	if stopped != nil {
+		code := wire.ErrDiskLimit
+		if stopped.Stop == reasonLifetime {
+			code = wire.ErrLifetime
+		}
+		st.ExitCode, st.ErrorCode, st.Error = 125, code, stopped.Message
+	}
 	st.StdoutTruncated = truncOut.Load()
 	st.StderrTruncated = truncErr.Load()
 	st.DurationMS = ex.at.Sub(start).Milliseconds()

@@ -48,8 +48,19 @@ const (
 	ErrSpecMismatch        = "spec_mismatch"
 	ErrBadRequest          = "bad_request"
 	ErrInternal            = "helper_error"
-	// ErrDraining: a stop or rm is removing the sandbox; nothing ran.
+	// ErrDraining: a stop or rm is removing the sandbox, or it is ending;
+	// nothing ran.
 	ErrDraining = "draining"
+	// ErrNotSandbox: the container is not the sandbox the request is for
+	// (its PID 1 names another target, or is not the helper's init);
+	// nothing ran.
+	ErrNotSandbox = "not_a_sandbox"
+	// ErrDiskLimit: the sandbox's data is over its disk limit: a run is
+	// refused (nothing ran), or was stopped when the limit was passed.
+	ErrDiskLimit = "disk_limit"
+	// ErrLifetime: the sandbox reached its max lifetime while the run was
+	// going; the program was killed and the sandbox removed.
+	ErrLifetime = "lifetime_reached"
 )
 
 // RunStatus ends every `sandbox-helper run`.

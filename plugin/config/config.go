@@ -143,12 +143,15 @@ type Config struct {
 	Timeout    time.Duration // timeout
 	MaxTimeout time.Duration // max_timeout
 	IdleTTL    time.Duration // idle_ttl; 0 means never
+	// MaxLifetime ends a sandbox at that age, even while busy (max_lifetime; 0: none).
+	MaxLifetime time.Duration
 
 	Memory    int64 // memory, bytes
 	MaxMemory int64 // max_memory, bytes
 	MaxOutput int64 // max_output, bytes per stream
 	Nofile    int64 // nofile
 	TmpSize   int64 // tmp_size, bytes
+	Disk      int64 // disk: bytes /opt/workspace and /opt/user may hold together; 0: no limit
 	Pids      int64 // pids
 
 	CPUs         float64 // cpus

@@ -85,6 +85,7 @@ func TestDefaults(t *testing.T) {
 		MaxOutput:      1 << 20,
 		Nofile:         1024,
 		TmpSize:        512 << 20,
+		Disk:           10 << 30,
 		Pids:           256,
 		CPUs:           1,
 		MaxSandboxes:   50,
@@ -128,6 +129,8 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"pids","value":256,"source":"default"},` +
 		`{"key":"max_output","value":1048576,"source":"default"},` +
 		`{"key":"idle_ttl","value":"10m0s","source":"default"},` +
+		`{"key":"max_lifetime","value":"0s","source":"default"},` +
+		`{"key":"disk","value":10737418240,"source":"default"},` +
 		`{"key":"network","value":"none","source":"default"},` +
 		`{"key":"runtime","value":"","source":"default"},` +
 		`{"key":"nofile","value":1024,"source":"default"},` +
@@ -281,7 +284,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME"
 	tests := []struct {
 		name          string
 		user, project string

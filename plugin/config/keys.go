@@ -25,6 +25,8 @@ var keyTable = []keyDesc{
 	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }),
 	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }),
 	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }),
+	newKey("max_lifetime", durationKind, time.Duration(0), between(time.Duration(0), 365*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxLifetime }),
+	newKey("disk", sizeKind, 10*GiB, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Disk }),
 	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }),
 	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }),
 	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }),

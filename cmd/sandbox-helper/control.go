@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The control channel: how the helper's short-lived processes talk to PID 1,
+// the only process in a sandbox that its code can neither kill, stop nor
+// ptrace (signals from inside the PID namespace cannot kill or stop its
+// init, and the helper is non-dumpable). PID 1 listens on an abstract unix
+// socket, in the container's own network namespace, bound before any exec
+// can run; it names every client by the socket's peer credentials
+// (SO_PEERCRED) and serves only exec roots: processes whose parent is outside
+// the container (PPID 0 inside it), which only the engine's exec can start,
+// never sandboxed code. A client checks that the socket's owner is PID 1.
+//
+// One JSON object per line. A `run` (or `fs`) wrapper registers and keeps its
+// connection open for its life: PID 1 counts it as a live run, refuses it
+// while the sandbox is draining or over its disk limit, and may send it one
+// notice (stop: lifetime_reached or disk_limit). `drain` asks PID 1 to refuse
+// new runs once none is registered. `status` asks for PID 1's state.
+var (
+	// controlSocket is the abstract socket name ('@' = abstract in Go).
+	controlSocket = "@docker-sandbox-helper/init"
+	// initPID is the pid the control socket's owner must have.
+	initPID = 1
+	// rootPPID is the parent pid, as seen in the container, of processes
+	// the engine's exec started.
+	rootPPID = 0
+)
+
+// Control operations.
+const (
+	opRegister = "register"
+	opDrain    = "drain"
+	opUndrain  = "undrain"
+	opStatus   = "status"
+	opSignal   = "signal"
+)
+
+// Refusals and stop reasons (also RunStatus error codes).
+const (
+	reasonDraining  = "draining"
+	reasonDisk      = "disk_limit"
+	reasonLifetime  = "lifetime_reached"
+	reasonNotServed = "not_served"
+	// reasonInterrupted: the client was interrupted (Ctrl-C): stop the
+	// program and report how it ended.
+	reasonInterrupted = "interrupted"
+)
+
+// ctlRequest is a client's request.
+type ctlRequest struct {
+	Op    string `json:"op"`
+	Token string `json:"token,omitempty"` // opSignal: the run to stop
+}
+
+// ctlReply is PID 1's answer to a request.
+type ctlReply struct {
+	OK bool `json:"ok"`
+	// Refused names why a register or drain was refused (reason* or
+	// "busy" for a drain while runs are registered).
+	Refused string `json:"refused,omitempty"`
+	Message string `json:"message,omitempty"`
+	// DiskRemaining is what a run may still write (-1: no limit).
+	DiskRemaining int64 `json:"disk_remaining"`
+	DiskLimit     int64 `json:"disk_limit,omitempty"`
+	// Status, for opStatus.
+	Status *initStatus `json:"status,omitempty"`
+}
+
+// ctlNotice is a message PID 1 sends a registered run.
+type ctlNotice struct {
+	Stop    string `json:"stop"`
+	Message string `json:"message,omitempty"`
+}
+
+// initStatus is what PID 1 tells `sandbox-helper status`.
+type initStatus struct {
+	Target      string     `json:"target"`
+	Runs        int        `json:"runs"`
+	Draining    bool       `json:"draining"`
+	IdleSince   *time.Time `json:"idle_since"`
+	DiskLimit   int64      `json:"disk_limit"`
+	DiskUsed    int64      `json:"disk_used"`
+	DiskScanned *time.Time `json:"disk_scanned"`
+	OverLimit   bool       `json:"over_limit"`
+	Expires     *time.Time `json:"expires,omitempty"` // max-lifetime
+	Killed      int        `json:"killed"`            // processes killed by PID 1's rules
+}
+
+// ctlConn is a client's connection to PID 1.
+type ctlConn struct {
+	c *net.UnixConn
+	r *bufio.Reader
+}
+
+// dialControl connects to PID 1 and checks that it is PID 1 listening.
+func dialControl() (*ctlConn, error) {
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: controlSocket, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	pid, err := peerPID(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if pid != initPID {
+		c.Close()
+		return nil, fmt.Errorf("the control socket belongs to pid %d, not to the sandbox's init", pid)
+	}
+	return &ctlConn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+// call sends one request and reads the reply.
+func (cc *ctlConn) call(req ctlRequest, timeout time.Duration) (ctlReply, error) {
+	var rep ctlReply
+	_ = cc.c.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = cc.c.SetDeadline(time.Time{}) }()
+	if err := writeLine(cc.c, req); err != nil {
+		return rep, err
+	}
+	line, err := cc.r.ReadBytes('\n')
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return rep, fmt.Errorf("bad reply from init: %v", err)
+	}
+	return rep, nil
+}
+
+func (cc *ctlConn) Close() error { return cc.c.Close() }
+
+// controlCall is one request on a fresh connection.
+func controlCall(req ctlRequest) (ctlReply, error) {
+	cc, err := dialControl()
+	if err != nil {
+		return ctlReply{}, err
+	}
+	defer cc.Close()
+	return cc.call(req, 10*time.Second)
+}
+
+func writeLine(w interface{ Write([]byte) (int, error) }, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// peerPID is the pid of the process at the other end of a unix socket (the
+// one that connected, or the one that listened).
+func peerPID(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
+}
+
+// rootKind reports what exec root pid is: its helper subcommand ("run",
+// "fs", "drain", "status", ...), "" for an exec root that is not the helper,
+// and ok=false when pid is not an exec root at all (sandboxed code, or gone).
+func rootKind(root string, pid int) (kind string, argv []string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", nil, false
+	}
+	ps, err := parseStat(b)
+	if err != nil || ps.PPID != rootPPID || ps.State == 'Z' {
+		return "", nil, false
+	}
+	cmd, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return "", nil, false
+	}
+	argv = splitCmdline(cmd)
+	return helperSubcommand(argv), argv, true
+}
+
+// errNoInit: the sandbox's init does not answer (it is exiting).
+var errNoInit = errors.New("the sandbox's init does not answer")
