@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +101,10 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		}
 		var se *execStartError
 		if errors.As(err, &se) {
+			if se.notSandbox() {
+				return true, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing ran: remove or rename that container",
+					spec.ContainerName(), spec.Target, se.msg)
+			}
 			return true, Wrap(CodeEngineError, err, "cannot run in sandbox %s", spec.Target)
 		}
 		return true, err
@@ -224,11 +229,29 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 		if stderr == nil {
 			stderr = io.Discard
 		}
+		var pre *preambleWriter
+		if rr.Args[0] == "fs" {
+			pre = &preambleWriter{want: []byte(wire.FSPreamble), dst: stdout}
+			stdout = pre
+		}
 		if _, err := stdcopy.StdCopy(stdout, stderr, hj.Reader); err != nil {
 			if ctx.Err() != nil {
 				return true, ctx.Err()
 			}
 			return true, Wrap(CodeSandboxGone, err, "lost the helper's stream")
+		}
+		if pre != nil && pre.foreign() {
+			// Not the file server: the engine's reason for not running
+			// it. Nothing of it reached the caller's stdout.
+			se := &execStartError{msg: strings.TrimSpace(string(pre.buf))}
+			if se.containerGoing() {
+				return false, errNotRunningYet
+			}
+			if se.notSandbox() {
+				return true, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing was read or written: remove or rename that container",
+					spec.ContainerName(), spec.Target, se.msg)
+			}
+			return true, Wrap(CodeEngineError, se, "cannot run the file server in sandbox %s", spec.Target)
 		}
 		ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 		if err != nil {
@@ -418,6 +441,55 @@ func (m *Manager) lostRun(ctrName string, err error, msg string) *Error {
 	return Wrap(CodeSandboxGone, err, "lost the program's output stream: %s (%s)", why, msg)
 }
 
+// preambleWriter passes a stream on once it began with want (which it
+// strips); a stream that begins otherwise is kept (its first 4 KiB) and not
+// passed on.
+type preambleWriter struct {
+	want   []byte
+	dst    io.Writer
+	buf    []byte
+	passed bool
+}
+
+func (p *preambleWriter) Write(b []byte) (int, error) {
+	if p.passed {
+		return p.dst.Write(b)
+	}
+	n := len(b)
+	need := len(p.want) - len(p.buf)
+	if need > 0 {
+		take := min(need, len(b))
+		p.buf = append(p.buf, b[:take]...)
+		b = b[take:]
+		if !bytes.HasPrefix(p.want, p.buf) {
+			p.buf = append(p.buf, b[:min(len(b), 4<<10)]...)
+			p.passed = false
+			p.want = nil // foreign: keep collecting, pass nothing
+			return n, nil
+		}
+		if len(p.buf) < len(p.want) {
+			return n, nil
+		}
+		p.passed = true
+	}
+	if p.want == nil {
+		if room := 4<<10 - len(p.buf); room > 0 {
+			p.buf = append(p.buf, b[:min(len(b), room)]...)
+		}
+		return n, nil
+	}
+	if len(b) > 0 {
+		if _, err := p.dst.Write(b); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// foreign reports output that did not begin with the preamble (none at all
+// is not foreign: the server failed before it, on stderr).
+func (p *preambleWriter) foreign() bool { return !p.passed && len(p.buf) > 0 }
+
 // headRecorder keeps the first max bytes read through it.
 type headRecorder struct {
 	r   io.Reader
@@ -441,14 +513,30 @@ func (e *execStartError) Error() string { return "the engine could not start the
 
 // containerGoing reports an exec start refused because the container is
 // stopping, stopped, paused or gone: the call can start or create it again.
+// The engine's words for a container that is going, not for a container
+// that lacks what a sandbox has (a missing helper or working directory is
+// "no such file or directory": not a sandbox, and never worth waiting for).
+var (
+	goingWords = []string{"stopped", "not running", "is paused", "no such exec", "no such container", "is restarting",
+		"being removed", "removal of container"}
+	taskNotFound = regexp.MustCompile(`task [0-9a-f]+ not found`)
+)
+
 func (e *execStartError) containerGoing() bool {
 	m := strings.ToLower(e.msg)
-	for _, s := range []string{"stopped", "not running", "paused", "no such", "not found", "is restarting", "being removed"} {
+	for _, s := range goingWords {
 		if strings.Contains(m, s) {
 			return true
 		}
 	}
-	return false
+	return taskNotFound.MatchString(m)
+}
+
+// notSandbox reports an exec start refused because the container lacks
+// the sandbox's helper or working directory: it is not a sandbox.
+func (e *execStartError) notSandbox() bool {
+	m := strings.ToLower(e.msg)
+	return strings.Contains(m, "no such file or directory") || strings.Contains(m, "executable file not found")
 }
 
 // limitedBuffer keeps the first max bytes written to it.

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,6 +371,24 @@ func TestRunExecStartRefused(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != CodeEngineError || !strings.Contains(e.Message, "permission denied") || out.Len() != 0 {
 		t.Fatalf("other reason: %v (out %q)", err, out.String())
 	}
+
+	// A container that has the name but not the helper or the working
+	// directory is not a sandbox: refused at once, never waited for.
+	for _, reason := range []string{
+		`OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd ("/opt/workspace") set in config.json failed: no such file or directory: unknown`,
+		`OCI runtime exec failed: exec failed: unable to start container process: exec: "/opt/sandbox/sandbox-helper": stat /opt/sandbox/sandbox-helper: no such file or directory: unknown`,
+	} {
+		f.startErrs = []string{reason}
+		f.calls = nil
+		out.Reset()
+		_, err = m.Run(context.Background(), testSpec(), req(&out))
+		if !errors.As(err, &e) || e.Code != CodeNotSandbox || out.Len() != 0 {
+			t.Fatalf("a look-alike (%s): %v (out %q)", reason, err, out.String())
+		}
+		if n := strings.Count(strings.Join(f.calls, " "), "ExecAttach"); n != 1 {
+			t.Fatalf("%d exec starts on a look-alike, want 1: %v", n, f.calls)
+		}
+	}
 }
 
 func TestRunLosesCreateRace(t *testing.T) {
@@ -501,5 +520,35 @@ func TestSpecHashCoversSettings(t *testing.T) {
 	other.Target = Target{Scope: "zz"}
 	if other.Hash() != base.Hash() {
 		t.Error("the hash must not depend on the target")
+	}
+}
+
+func TestPreambleWriter(t *testing.T) {
+	pre := "\x00docker-sandbox-fs\n"
+	cases := []struct {
+		name    string
+		writes  []string
+		out     string
+		foreign bool
+	}{
+		{"whole", []string{pre + "data"}, "data", false},
+		{"split", []string{pre[:3], pre[3:10], pre[10:] + "da", "ta"}, "data", false},
+		{"nothing", nil, "", false},
+		{"preamble only", []string{pre}, "", false},
+		{"engine text", []string{"OCI runtime exec failed: no such file or directory\n"}, "", true},
+		{"a prefix, then other", []string{"\x00dock", "er-something else"}, "", true},
+		{"a prefix only", []string{"\x00dock"}, "", true},
+	}
+	for _, c := range cases {
+		var out bytes.Buffer
+		p := &preambleWriter{want: []byte(pre), dst: &out}
+		for _, w := range c.writes {
+			if n, err := p.Write([]byte(w)); err != nil || n != len(w) {
+				t.Fatalf("%s: Write = %d, %v", c.name, n, err)
+			}
+		}
+		if out.String() != c.out || p.foreign() != c.foreign {
+			t.Errorf("%s: passed %q foreign %v, want %q %v", c.name, out.String(), p.foreign(), c.out, c.foreign)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"github.com/docker/docker/api/types/system"
 )
 
@@ -46,11 +47,7 @@ func registerRunsc(t *testing.T) string {
 	t.Helper()
 	unavailable := func(format string, args ...any) {
 		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if inCI {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Skip(t, format, args...)
 	}
 	runsc, err := osexec.LookPath("runsc")
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // through os.Root on /opt/workspace or /opt/user (see package fsserver for
 // the commands and the protocol). With --target, it first checks that the
 // container is that sandbox (PID 1 is the helper's init for it), and
-// otherwise serves nothing.
+// otherwise serves nothing; then it writes wire.FSPreamble on stdout.
 func runFS(args []string) int {
 	if len(args) >= 2 && (args[0] == "--target" || args[0] == "-target") {
 		if st := checkPID1(args[1], ""); st != nil {
@@ -20,6 +20,9 @@ func runFS(args []string) int {
 			return fsserver.ExitFailed
 		}
 		args = args[2:]
+		if _, err := os.Stdout.WriteString(wire.FSPreamble); err != nil {
+			return fsserver.ExitFailed
+		}
 	}
 	return fsserver.Default().Run(args)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +41,7 @@ func TestHelperStdlibOnly(t *testing.T) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
-		t.Skipf("go list: %v", err)
+		testenv.Skip(t, "go list: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if !strings.HasPrefix(p, "github.com/docker-sandbox/docker-sandbox/") {

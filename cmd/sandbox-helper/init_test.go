@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,7 +211,7 @@ func TestDescendants(t *testing.T) {
 func TestReapZombies(t *testing.T) {
 	sh, err := exec.LookPath("true")
 	if err != nil {
-		t.Skip("no true")
+		testenv.Skip(t, "no `true` on PATH")
 	}
 	p, err := os.StartProcess(sh, []string{"true"}, &os.ProcAttr{})
 	if err != nil {

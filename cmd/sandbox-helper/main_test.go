@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // The integration tests run the helper as a subprocess: the test binary
@@ -298,13 +299,13 @@ func TestCLI(t *testing.T) {
 // to register with) is refused cleanly. The e2e tests run it in sandboxes.
 func TestStaticBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the helper")
+		testenv.Skip(t, "-short: this test builds the helper")
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		if _, err := os.Stat(goTool); err != nil {
-			t.Skip("no go tool")
+			testenv.Skip(t, "no go tool")
 		}
 	}
 	t.Parallel()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 func TestRunArgsAndOutputStreams(t *testing.T) {
@@ -71,7 +72,7 @@ func TestRunNoCode(t *testing.T) {
 func TestRunPython(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 on this host")
+		testenv.Skip(t, "no python3 on this host")
 	}
 	code := "import sys\nprint(sys.argv[1:], flush=True)\nprint(len(sys.stdin.buffer.read()), file=sys.stderr)\nsys.exit(4)\n"
 	r := runHelper(t, codeStdin(code, []byte("12345")), nil,
@@ -283,6 +284,55 @@ exit 5`
 	for _, m := range ms {
 		pid, _ := strconv.Atoi(m[2])
 		assertGone(t, pid, m[1])
+	}
+}
+
+// TestRunSweepKillsLeaderlessGroups: a process whose process group leader
+// has already exited (setsid sh forks a sleep and exits) is in no group the
+// wrapper kills: only the per-PID sweep of the wrapper's descendants (it is
+// re-parented to the wrapper, a subreaper) reaches it.
+func TestRunSweepKillsLeaderlessGroups(t *testing.T) {
+	t.Parallel()
+	code := `d=$(dirname "$0")
+setsid sh -c 'sleep 100 >/dev/null 2>&1 </dev/null & echo $! > "$1/p.tmp" && mv "$1/p.tmp" "$1/pid"' x "$d"
+while [ ! -s "$d/pid" ]; do :; done
+echo "leaderless $(cat "$d/pid")"
+exit 3`
+	r := runSh(t, code, nil, nil)
+	if r.status.ExitCode != 3 {
+		t.Fatalf("status %+v", r.status)
+	}
+	m := regexp.MustCompile(`leaderless (\d+)`).FindStringSubmatch(string(r.stdout))
+	if m == nil {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	assertGone(t, pid, "the process of a group whose leader exited")
+}
+
+// TestRunGroupKillWithoutProc: with /proc unreadable the descendant sweep
+// finds nothing; the kill of the program's process group still ends what
+// the program left in its group, at its exit and at its timeout.
+func TestRunGroupKillWithoutProc(t *testing.T) {
+	t.Parallel()
+	env := []string{envProcRoot + "=" + filepath.Join(t.TempDir(), "no-proc")}
+	for _, tc := range []struct {
+		name, timeout, code string
+		exit                int
+	}{
+		{"at exit", "10s", "sleep 100 >/dev/null 2>&1 </dev/null & echo \"bg $!\"; exit 4", 4},
+		{"at the timeout", "1s", "sleep 100 >/dev/null 2>&1 </dev/null & echo \"bg $!\"; trap '' TERM; sleep 100", 124},
+	} {
+		r := runHelper(t, codeStdin(tc.code, nil), env, shArgs(tc.timeout, "1000", nil)...)
+		if r.status.ExitCode != tc.exit {
+			t.Errorf("%s: status %+v, want exit %d", tc.name, r.status, tc.exit)
+		}
+		m := regexp.MustCompile(`bg (\d+)`).FindStringSubmatch(string(r.stdout))
+		if m == nil {
+			t.Fatalf("%s: stdout %q", tc.name, r.stdout)
+		}
+		pid, _ := strconv.Atoi(m[1])
+		assertGone(t, pid, tc.name+": the background process in the program's group")
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"strconv"
 	"strings"
@@ -10,7 +11,7 @@ import (
 func threadCount(t *testing.T) int {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Skip("no /proc/self/status:", err)
+		testenv.Skip(t, "no /proc/self/status: %v", err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "Threads:"); ok {

@@ -35,6 +35,12 @@ const (
 	Started byte = 4
 )
 
+// FSPreamble is what `sandbox-helper fs` writes on its stdout before
+// anything else, once it checked that the container is the sandbox asked
+// for: output without it is not the file server's (the engine writes its
+// reason for not starting an exec into the exec's stream).
+const FSPreamble = "\x00docker-sandbox-fs\n"
+
 // MaxFrame is the largest payload a frame may carry.
 const MaxFrame = 1 << 20
 
