@@ -49,7 +49,7 @@ type Engine interface {
 
 // Images provides the helper image (implemented by package images).
 type Images interface {
-	EnsureHelper(ctx context.Context, arch string) (ref, volume string, err error)
+	EnsureHelper(ctx context.Context, arch string, readable bool) (ref, volume string, err error)
 }
 
 // Manager runs the sidecar and the scope networks on one engine.
@@ -246,7 +246,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	if err != nil {
 		return sbexec.EngineError(err, "cannot read the engine's architecture")
 	}
-	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture)
+	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !sbexec.ExecOnlyRuntime(info, ""))
 	if err != nil {
 		return err
 	}

@@ -424,7 +424,7 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 	if err != nil {
 		return nil, EngineError(err, "cannot read the engine's architecture")
 	}
-	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture)
+	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !ExecOnlyRuntime(info, ""))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
@@ -30,8 +31,10 @@ type Images interface {
 	// runtime image, or pulling), with progress on the progress writer.
 	EnsureImage(ctx context.Context, ref string) (image.InspectResponse, error)
 	// EnsureHelper makes the helper image for the architecture present and
-	// returns its reference and the name of the volume that carries it.
-	EnsureHelper(ctx context.Context, arch string) (ref, volume string, err error)
+	// returns its reference and the name of the volume that carries it;
+	// readable asks for a helper the sandbox's user may read (runtimes
+	// that cannot start an execute-only binary: see ExecOnlyRuntime).
+	EnsureHelper(ctx context.Context, arch string, readable bool) (ref, volume string, err error)
 }
 
 // Manager creates sandboxes and runs code in them.
@@ -583,11 +586,11 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	if err := m.checkLimit(ctx); err != nil {
 		return "", err
 	}
+	info, err := m.Engine.Info(ctx)
+	if err != nil {
+		return "", EngineError(err, "cannot read the engine's runtimes")
+	}
 	if spec.Runtime != "" {
-		info, err := m.Engine.Info(ctx)
-		if err != nil {
-			return "", EngineError(err, "cannot read the engine's runtimes")
-		}
 		if _, ok := info.Runtimes[spec.Runtime]; !ok {
 			var have []string
 			for r := range info.Runtimes {
@@ -606,7 +609,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	}
 	spec.ImageVolumes = imageVolumes(img)
 	arch := img.Architecture
-	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch)
+	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch, !ExecOnlyRuntime(info, spec.Runtime))
 	if err != nil {
 		return "", err
 	}
@@ -701,6 +704,25 @@ func CheckImage(ref string, img image.InspectResponse) error {
 		}
 	}
 	return nil
+}
+
+// ExecOnlyRuntime reports whether the runtime (the engine's default for "")
+// starts a binary its user may execute but not read: runc and crun do
+// (the kernel loads it); gVisor's runsc, whose own kernel reads the binary
+// as the user, does not, and nor, until known, does anything else.
+func ExecOnlyRuntime(info system.Info, runtime string) bool {
+	if runtime == "" {
+		runtime = info.DefaultRuntime
+	}
+	rt, ok := info.Runtimes[runtime]
+	if !ok {
+		return false
+	}
+	switch path.Base(rt.Path) {
+	case "runc", "crun":
+		return true
+	}
+	return false
 }
 
 // imageVolumes lists the image's VOLUME paths.

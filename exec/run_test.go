@@ -278,7 +278,7 @@ func (fi fakeImages) EnsureImage(ctx context.Context, ref string) (image.Inspect
 	return fi.img, fi.err
 }
 
-func (fi fakeImages) EnsureHelper(ctx context.Context, arch string) (string, string, error) {
+func (fi fakeImages) EnsureHelper(ctx context.Context, arch string, readable bool) (string, string, error) {
 	return "helper:1", "helper-vol-" + arch, nil
 }
 
@@ -550,5 +550,24 @@ func TestPreambleWriter(t *testing.T) {
 		if out.String() != c.out || p.foreign() != c.foreign {
 			t.Errorf("%s: passed %q foreign %v, want %q %v", c.name, out.String(), p.foreign(), c.out, c.foreign)
 		}
+	}
+}
+
+func TestExecOnlyRuntime(t *testing.T) {
+	info := system.Info{DefaultRuntime: "runc", Runtimes: map[string]system.RuntimeWithStatus{
+		"runc":                  {Runtime: system.Runtime{Path: "runc"}},
+		"io.containerd.runc.v2": {Runtime: system.Runtime{Path: "runc"}},
+		"crun":                  {Runtime: system.Runtime{Path: "/usr/bin/crun"}},
+		"runsc":                 {Runtime: system.Runtime{Path: "/usr/bin/runsc"}},
+		"kata":                  {Runtime: system.Runtime{Path: "/usr/bin/kata-runtime"}},
+	}}
+	for rt, want := range map[string]bool{"": true, "runc": true, "io.containerd.runc.v2": true, "crun": true, "runsc": false, "kata": false, "missing": false} {
+		if got := ExecOnlyRuntime(info, rt); got != want {
+			t.Errorf("ExecOnlyRuntime(%q) = %v, want %v", rt, got, want)
+		}
+	}
+	info.DefaultRuntime = "runsc"
+	if ExecOnlyRuntime(info, "") {
+		t.Error("the default runtime runsc: execute-only")
 	}
 }

@@ -112,14 +112,26 @@ type Builder struct {
 // layout is never taken for the new one.
 const helperLayout = "l2"
 
+// layoutOf names the layout variant: "x" has the helper execute-only (the
+// sandbox's user can run it but not read it, so the kernel makes every
+// helper process non-dumpable from its execve); "r" has it readable, for
+// runtimes that cannot start a binary they may not read (gVisor's runsc):
+// there the helper makes itself non-dumpable as its first act.
+func layoutOf(readable bool) string {
+	if readable {
+		return helperLayout + "r"
+	}
+	return helperLayout + "x"
+}
+
 // HelperRef is the helper image's reference for an architecture.
-func (b *Builder) HelperRef(arch string) string {
-	return fmt.Sprintf("%s:%s-%s%s-%s", HelperRepo, b.Version, HelperID(), helperLayout, normArch(arch))
+func (b *Builder) HelperRef(arch string, readable bool) string {
+	return fmt.Sprintf("%s:%s-%s%s-%s", HelperRepo, b.Version, HelperID(), layoutOf(readable), normArch(arch))
 }
 
 // HelperVolume is the name of the volume carrying the helper for arch.
-func (b *Builder) HelperVolume(arch string) string {
-	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s%s.%s", b.Version, HelperID(), helperLayout, normArch(arch)))
+func (b *Builder) HelperVolume(arch string, readable bool) string {
+	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s%s.%s", b.Version, HelperID(), layoutOf(readable), normArch(arch)))
 }
 
 func (b *Builder) base() string {
@@ -142,31 +154,31 @@ func (b *Builder) RuntimeRef() string {
 }
 
 // EnsureHelper implements exec.Images.
-func (b *Builder) EnsureHelper(ctx context.Context, arch string) (string, string, error) {
-	ref := b.HelperRef(arch)
+func (b *Builder) EnsureHelper(ctx context.Context, arch string, readable bool) (string, string, error) {
+	ref := b.HelperRef(arch, readable)
 	if _, err := b.Engine.ImageInspect(ctx, ref); err == nil {
-		return ref, b.HelperVolume(arch), nil
+		return ref, b.HelperVolume(arch, readable), nil
 	} else if !cerrdefs.IsNotFound(err) {
 		return "", "", sbexec.EngineError(err, "cannot inspect the helper image")
 	}
-	if err := b.BuildHelper(ctx, arch); err != nil {
+	if err := b.BuildHelper(ctx, arch, readable); err != nil {
 		return "", "", err
 	}
-	return ref, b.HelperVolume(arch), nil
+	return ref, b.HelperVolume(arch, readable), nil
 }
 
 // BuildHelper imports the helper image for arch: a single layer made from a
 // tar (the same as FROM scratch + COPY --chown), no registry, no builder.
-func (b *Builder) BuildHelper(ctx context.Context, arch string) error {
+func (b *Builder) BuildHelper(ctx context.Context, arch string, readable bool) error {
 	bin, err := HelperBinary(arch)
 	if err != nil {
 		return err
 	}
-	layer, err := helperLayer(bin)
+	layer, err := helperLayer(bin, readable)
 	if err != nil {
 		return err
 	}
-	rc, err := b.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, b.HelperRef(arch), image.ImportOptions{
+	rc, err := b.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, b.HelperRef(arch, readable), image.ImportOptions{
 		Platform: "linux/" + normArch(arch),
 		Changes: []string{
 			"LABEL " + LabelImage + "=helper " + sbexec.LabelVersion + "=" + b.Version,
@@ -184,7 +196,7 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string) error {
 }
 
 // helperLayer is the helper image's only layer.
-func helperLayer(bin []byte) ([]byte, error) {
+func helperLayer(bin []byte, readable bool) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mt := time.Unix(0, 0)
@@ -200,11 +212,16 @@ func helperLayer(bin []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Execute-only: the sandbox's uid can run the helper but not read it,
-	// so the kernel makes every helper process non-dumpable from its very
-	// execve (no window before its own prctl in which sandboxed code could
-	// ptrace it or open its /proc/PID/fd).
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "opt/sandbox/sandbox-helper", Mode: 0o111, Size: int64(len(bin)), ModTime: mt}); err != nil {
+	// Execute-only where the runtime allows (see layoutOf): the sandbox's
+	// uid can run the helper but not read it, so the kernel makes every
+	// helper process non-dumpable from its very execve (no window before
+	// its own prctl in which sandboxed code could ptrace it or open its
+	// /proc/PID/fd).
+	mode := int64(0o111)
+	if readable {
+		mode = 0o555
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "opt/sandbox/sandbox-helper", Mode: mode, Size: int64(len(bin)), ModTime: mt}); err != nil {
 		return nil, err
 	}
 	if _, err := tw.Write(bin); err != nil {

@@ -11,9 +11,19 @@ import (
 )
 
 func TestHelperLayer(t *testing.T) {
-	layer, err := helperLayer([]byte("BIN"))
+	for _, readable := range []bool{false, true} {
+		testHelperLayer(t, readable)
+	}
+}
+
+func testHelperLayer(t *testing.T, readable bool) {
+	layer, err := helperLayer([]byte("BIN"), readable)
 	if err != nil {
 		t.Fatal(err)
+	}
+	mode := int64(0o111) // execute-only: runc starts it, the sandbox's user cannot read it
+	if readable {
+		mode = 0o555
 	}
 	type entry struct {
 		Name     string
@@ -41,7 +51,7 @@ func TestHelperLayer(t *testing.T) {
 		{"opt/user/", 65532, 65532, 0o755, ""},
 		{"tmp/", 0, 0, 0o1777, ""},
 		// Read-only and root-owned: sandboxed code cannot replace it.
-		{"opt/sandbox/sandbox-helper", 0, 0, 0o111, "BIN"},
+		{"opt/sandbox/sandbox-helper", 0, 0, mode, "BIN"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("helper layer (-want +got):\n%s", diff)
@@ -61,11 +71,11 @@ func TestRefs(t *testing.T) {
 	if (&Builder{Version: "0.1.0", Base: DefaultBase}).RuntimeRef() != def {
 		t.Fatal("the default base named explicitly must give the same tag")
 	}
-	if got := b.HelperRef("x86_64"); got != "docker-sandbox-helper:0.1.0-"+HelperID()+"l2-amd64" {
+	if got := b.HelperRef("x86_64", false); got != "docker-sandbox-helper:0.1.0-"+HelperID()+"l2x-amd64" || b.HelperRef("amd64", true) == got {
 		t.Fatalf("helper ref %s", got)
 	}
-	if b.HelperVolume("aarch64") != "docker-sandbox.helper.0.1.0."+HelperID()+"l2.arm64" {
-		t.Fatalf("helper volume %s", b.HelperVolume("aarch64"))
+	if b.HelperVolume("aarch64", true) != "docker-sandbox.helper.0.1.0."+HelperID()+"l2r.arm64" || b.HelperVolume("arm64", false) == b.HelperVolume("arm64", true) {
+		t.Fatalf("helper volume %s", b.HelperVolume("aarch64", true))
 	}
 	for _, a := range []string{"amd64", "arm64", "x86_64", "aarch64"} {
 		if bin, err := HelperBinary(a); err != nil || len(bin) < 1000 {

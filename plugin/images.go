@@ -9,6 +9,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
@@ -54,20 +55,22 @@ func runImagesBuild(ctx context.Context, dockerCli command.Cli, cmd *cobra.Comma
 		return err
 	}
 	b := builder(dockerCli, c)
-	sv, err := dockerCli.Client().ServerVersion(ctx)
-	arch := "amd64"
-	if err == nil && sv.Arch != "" {
-		arch = sv.Arch
+	info, err := dockerCli.Client().Info(ctx)
+	if err != nil {
+		return sbexec.EngineError(err, "cannot read the engine's architecture and runtimes")
 	}
+	arch := info.Architecture
+	readable := !sbexec.ExecOnlyRuntime(info, "")
 	// The helper image's tag names its binary's hash: one that exists is
-	// this helper already, and is kept as it is.
-	if _, _, err := b.EnsureHelper(ctx, arch); err != nil {
+	// this helper already, and is kept as it is. (The variant for the
+	// engine's default runtime; another is built on first use.)
+	if _, _, err := b.EnsureHelper(ctx, arch, readable); err != nil {
 		return err
 	}
 	if err := b.BuildRuntime(ctx); err != nil {
 		return err
 	}
-	res := map[string]string{"helper": b.HelperRef(arch), "runtime": b.RuntimeRef(), "base": c.RuntimeBase}
+	res := map[string]string{"helper": b.HelperRef(arch, readable), "runtime": b.RuntimeRef(), "base": c.RuntimeBase}
 	return writeFormatted(dockerCli.Out(), o.format, res, func() error {
 		fmt.Fprintf(dockerCli.Out(), "%s\n%s\n", res["helper"], res["runtime"])
 		return nil

@@ -91,7 +91,7 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 	}
 	b := builder(dockerCli, c)
 	for _, a := range images.Arches {
-		po.KeepVolumes = append(po.KeepVolumes, b.HelperVolume(a))
+		po.KeepVolumes = append(po.KeepVolumes, b.HelperVolume(a, false), b.HelperVolume(a, true))
 	}
 	if !o.force && !o.dryRun {
 		msg := "WARNING! This will remove:\n" +

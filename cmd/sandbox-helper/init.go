@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -419,7 +420,8 @@ func acceptControl(ln *net.UnixListener, events chan<- ctlEvent) {
 }
 
 func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
-	pid, err := peerPID(c)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, pid, err := readRequest(c, 4096)
 	if err != nil {
 		c.Close()
 		return
@@ -430,10 +432,8 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 		return
 	}
 	token, _ := flagValue(argv, "token")
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var req ctlRequest
-	line, err := readLine(c, 4096)
-	if err != nil || json.Unmarshal(line, &req) != nil {
+	if json.Unmarshal(line, &req) != nil {
 		c.Close()
 		return
 	}
@@ -461,21 +461,64 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 	events <- ctlEvent{pid: pid, conn: c, gone: true}
 }
 
-// readLine reads bytes up to a newline, at most max of them, one byte at a
-// time (nothing past the line is consumed).
-func readLine(c net.Conn, max int) ([]byte, error) {
-	var line []byte
-	b := make([]byte, 1)
-	for len(line) < max {
-		if _, err := c.Read(b); err != nil {
-			return nil, err
-		}
-		if b[0] == '\n' {
-			return line, nil
-		}
-		line = append(line, b[0])
+// readRequest reads a request line and the pid of the process that wrote
+// it, from the credentials the kernel attaches to every message when the
+// socket has SO_PASSCRED (the writer's own: a process cannot claim another
+// pid without CAP_SYS_ADMIN). Every part of the line must come from the same
+// pid. (SO_PEERCRED would do on Linux, but gVisor answers it with the
+// caller's own credentials.)
+func readRequest(c *net.UnixConn, max int) (line []byte, pid int, err error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, 0, err
 	}
-	return nil, errors.New("line too long")
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
+	}); err != nil {
+		return nil, 0, err
+	}
+	if serr != nil {
+		return nil, 0, serr
+	}
+	buf := make([]byte, 512)
+	oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
+	for len(line) < max {
+		n, oobn, _, _, err := c.ReadMsgUnix(buf[:min(len(buf), max-len(line))], oob)
+		if err != nil {
+			return nil, 0, err
+		}
+		if n == 0 {
+			return nil, 0, errors.New("empty read")
+		}
+		p, ok := credPID(oob[:oobn])
+		if !ok || (pid != 0 && p != pid) {
+			return nil, 0, errors.New("a request without its writer's credentials, or from two processes")
+		}
+		pid = p
+		line = append(line, buf[:n]...)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			if i != len(line)-1 {
+				return nil, 0, errors.New("data after the request line")
+			}
+			return line[:i], pid, nil
+		}
+	}
+	return nil, 0, errors.New("line too long")
+}
+
+// credPID returns the pid of the SCM_CREDENTIALS message in oob.
+func credPID(oob []byte) (int, bool) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if cred, err := syscall.ParseUnixCredentials(&m); err == nil && cred.Pid > 0 {
+			return int(cred.Pid), true
+		}
+	}
+	return 0, false
 }
 
 // readRoots reads the command lines of the exec roots in procs.
