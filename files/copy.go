@@ -37,6 +37,11 @@ type Copier struct {
 	KeepMode bool
 	// Umask of the host side (Umask()).
 	Umask fs.FileMode
+	// Strict refuses a copy that holds a symbolic link leading outside the
+	// copied tree (path_escape); by default such a link is not written and
+	// is reported in the result's Skipped, and the rest of the copy
+	// completes. It applies in every direction.
+	Strict bool
 }
 
 // errStopped tells a producer or the helper's stream that the other side
@@ -58,6 +63,9 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		flags := []string{"--raw"}
 		if c.KeepMode {
 			flags = append(flags, "--keep-mode")
+		}
+		if c.Strict {
+			flags = append(flags, "--strict")
 		}
 		return c.toSandbox(ctx, dst, flags, func(w io.Writer) error {
 			_, err := io.Copy(w, stdin)
@@ -87,7 +95,7 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		err = c.fromSandbox(ctx, src.Target, c.outArgs(src), func(r io.Reader) error {
 			var err error
 			res, err = tarsafe.Extract(base, tarsafe.Dest{Path: rel, MustBeDir: dst.DirSuffix, Contents: src.Contents, Display: dst.Arg}, r,
-				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask})
+				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask, Strict: c.Strict})
 			return err
 		})
 		return res, err
@@ -95,7 +103,7 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		var res *tarsafe.Result
 		err := c.fromSandbox(ctx, src.Target, c.outArgs(src), func(r io.Reader) error {
 			var err error
-			res, err = tarsafe.Filter(stdout, r, tarsafe.FilterOptions{Limits: c.Limits, Contents: src.Contents})
+			res, err = tarsafe.Filter(stdout, r, tarsafe.FilterOptions{Limits: c.Limits, Contents: src.Contents, Strict: c.Strict})
 			return err
 		})
 		return res, err
@@ -123,6 +131,9 @@ func (c *Copier) inFlags(src, dst Location) []string {
 	var flags []string
 	if c.KeepMode {
 		flags = append(flags, "--keep-mode")
+	}
+	if c.Strict {
+		flags = append(flags, "--strict")
 	}
 	if src.Contents {
 		flags = append(flags, "--contents")

@@ -11,7 +11,8 @@
 // that leads outside, at any depth of a path, is refused (path_escape). On
 // the host, what a sandbox sends is treated as hostile: it is extracted
 // through os.Root on the destination the user named (package tarsafe), with
-// no absolute names, no "..", no links leading out, no devices or FIFOs,
+// no absolute names, no "..", no links leading out (such a link is not
+// written and is reported, or with Strict refuses the copy), no devices or FIFOs,
 // setuid/setgid/sticky bits stripped, size and entry-count caps, and a
 // staging folder so that a refused copy leaves nothing behind.
 //

@@ -20,6 +20,7 @@ import (
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/fsserver"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
 
 func TestParseLocation(t *testing.T) {
@@ -478,3 +479,84 @@ func TestFilesOps(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("stdin broke") }
+
+// TestCopyLinksThatLeadOut: one rule in every direction. A tree with links
+// that stay inside and links that lead out copies completely; the links out
+// are not written and are reported (Skipped, with the link's target);
+// Strict refuses the copy and leaves nothing.
+func TestCopyLinksThatLeadOut(t *testing.T) {
+	w := newWorld(t)
+	ws, _ := w.runner.dirs(sbexec.Target{Scope: "u1"})
+	mk := func(root string) {
+		os.MkdirAll(filepath.Join(root, "venv", "bin"), 0o755)
+		os.WriteFile(filepath.Join(root, "venv", "bin", "activate"), []byte("A"), 0o644)
+		os.Symlink("/usr/bin/python3", filepath.Join(root, "venv", "bin", "python"))
+		os.Symlink("python", filepath.Join(root, "venv", "bin", "python3"))
+		os.Symlink("../../etc", filepath.Join(root, "venv", "bin", "etc"))
+		os.Symlink("bin", filepath.Join(root, "venv", "scripts"))
+	}
+	mk(ws)
+	mk(w.host)
+	want := []string{"bin/", "bin/activate=A", "bin/python3 -> python", "scripts -> bin"}
+	wantSkipped := []string{"venv/bin/etc -> ../../etc", "venv/bin/python -> /usr/bin/python3"}
+	names := func(t *testing.T, sk []tarsafe.Skipped) []string {
+		var out []string
+		for _, s := range sk {
+			if s.Type != "symlink" || s.Reason == "" {
+				t.Errorf("skipped %+v", s)
+			}
+			out = append(out, s.Name+" -> "+s.LinkTarget)
+		}
+		sort.Strings(out)
+		return out
+	}
+	for _, tc := range []struct{ src, dst, tree string }{
+		{"u1:venv", w.host + "/out", w.host + "/out"},                              // sandbox -> host
+		{"u1:venv", "u2:/opt/user/v", filepath.Join(w.runner.top, "u2.user", "v")}, // sandbox -> sandbox
+		{w.host + "/venv", "u3:v", filepath.Join(w.runner.top, "u3.user", "v")},    // host -> sandbox
+	} {
+		res, err := w.cp.Copy(context.Background(), mustParse(t, tc.src), mustParse(t, tc.dst), nil, nil)
+		if err != nil {
+			t.Fatalf("cp %s %s: %v", tc.src, tc.dst, err)
+		}
+		if diff := cmp.Diff(want, listTree(t, tc.tree)); diff != "" {
+			t.Errorf("cp %s %s (-want +got):\n%s", tc.src, tc.dst, diff)
+		}
+		if diff := cmp.Diff(wantSkipped, names(t, res.Skipped)); diff != "" {
+			t.Errorf("cp %s %s: skipped (-want +got):\n%s", tc.src, tc.dst, diff)
+		}
+	}
+	// sandbox -> "-": the stream leaves them out.
+	var out bytes.Buffer
+	res, err := w.cp.Copy(context.Background(), mustParse(t, "u1:venv"), mustParse(t, "-"), nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantSkipped, names(t, res.Skipped)); diff != "" {
+		t.Errorf("cp - : skipped (-want +got):\n%s", diff)
+	}
+	if strings.Contains(out.String(), "/usr/bin/python3") || strings.Contains(out.String(), "../../etc") {
+		t.Error("the stream holds a link that leads out")
+	}
+	// Strict: refused in every direction, nothing left.
+	w.cp.Strict = true
+	defer func() { w.cp.Strict = false }()
+	for _, tc := range []struct{ src, dst, tree string }{
+		{"u1:venv", w.host + "/strict", w.host + "/strict"},
+		{"u1:venv", "u2:/opt/user/strict", filepath.Join(w.runner.top, "u2.user", "strict")},
+		{w.host + "/venv", "u3:strict", filepath.Join(w.runner.top, "u3.user", "strict")},
+	} {
+		_, err := w.cp.Copy(context.Background(), mustParse(t, tc.src), mustParse(t, tc.dst), nil, nil)
+		if codeOf(err) != sbexec.CodePathEscape {
+			t.Errorf("strict cp %s %s: %v, want path_escape", tc.src, tc.dst, err)
+		}
+		if _, err := os.Lstat(tc.tree); err == nil {
+			t.Errorf("strict cp %s %s left %s", tc.src, tc.dst, tc.tree)
+		}
+	}
+	out.Reset()
+	if _, err := w.cp.Copy(context.Background(), mustParse(t, "u1:venv"), mustParse(t, "-"), nil, &out); codeOf(err) != sbexec.CodePathEscape {
+		t.Errorf("strict cp u1:venv -: %v", err)
+	}
+	w.canaryIntact()
+}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 type cpOptions struct {
 	archive     bool
+	strict      bool
 	maxSize     string
 	maxFileSize string
 	maxEntries  int64
@@ -38,10 +40,17 @@ is under /opt/workspace, an absolute one must lie under /opt/workspace or
 into the folder DST; "-" as DST writes a tar stream to standard output.
 
 What a sandbox sends is treated as hostile: it is extracted through os.Root
-on the destination; absolute names, "..", links leading out and links in the
-destination that lead out are refused (path_escape), devices and FIFOs are
-skipped, setuid/setgid/sticky bits are stripped, and the size and entry caps
-stop the copy (too_large). A refused copy leaves nothing it wrote behind.`,
+on the destination; absolute names, ".." and links in the destination that
+lead out are refused (path_escape), devices and FIFOs are skipped,
+setuid/setgid/sticky bits are stripped, and the size and entry caps stop the
+copy (too_large). A refused copy leaves nothing it wrote behind.
+
+Symbolic links that stay inside the copied tree are copied as links. A link
+that leads outside it (an absolute target such as a virtualenv's
+bin/python -> /usr/bin/python3, or one that climbs out with "..") is not
+written and is reported, one line on stderr each ("skipped" in JSON), and
+the rest of the copy completes; --strict refuses the whole copy instead. The
+same rule holds in every direction, and for "-" as DST.`,
 		Example: `  docker sandbox cp ./src u1:src                 # host folder -> /opt/workspace/src
   docker sandbox cp u1/chatA:out/report.pdf .     # a session's file -> ./report.pdf
   docker sandbox cp u1:results/. ./results        # a folder's contents
@@ -59,6 +68,7 @@ stop the copy (too_large). A refused copy leaves nothing it wrote behind.`,
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
 	f.BoolVarP(&o.archive, "archive", "a", false, "Keep permission bits exactly (setuid, setgid and sticky bits are always removed)")
+	f.BoolVar(&o.strict, "strict", false, "Refuse the whole copy (path_escape) when a symbolic link leads outside the copied tree, instead of skipping that link")
 	addLimitFlags(cmd, &o.maxSize, &o.maxFileSize, &o.maxEntries)
 	f.StringVar(&o.format, "format", "", "Output format: json or a Go template (default: quiet)")
 	return cmd
@@ -112,6 +122,15 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 	}
 }
 
+// termBytes is a name from a sandbox for the terminal: its exact bytes
+// when it is not UTF-8 (exact is then set), quoted when needed.
+func termBytes(s string, exact []byte) string {
+	if exact != nil {
+		s = string(exact)
+	}
+	return sbexec.TermText(s)
+}
+
 // interruptible cancels ctx on Ctrl-C or SIGTERM, so that a copy in
 // progress removes what it wrote.
 func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -141,25 +160,37 @@ func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o 
 	ctx, cancel := interruptible(ctx)
 	defer cancel()
 	cp := copier(dockerCli, c, limits, o.archive)
+	cp.Strict = o.strict
 	res, err := cp.Copy(ctx, src, dst, dockerCli.In(), dockerCli.Out())
 	if err != nil {
 		return err
 	}
-	errOut := dockerCli.Err()
+	printCopyReport(dockerCli.Err(), res)
+	if o.format == "" {
+		return nil
+	}
+	return writeFormatted(dockerCli.Out(), o.format, cpJSON{Source: srcArg, Destination: dstArg, Result: res}, nil)
+}
+
+// printCopyReport prints, one line each, the entries a copy skipped and
+// those whose setuid, setgid or sticky bits it removed. Names, types, link
+// targets and reasons come from the sandbox (or a helper it may have taken
+// over): they are quoted for the terminal.
+func printCopyReport(errOut io.Writer, res *tarsafe.Result) {
 	for _, s := range res.Skipped {
-		fmt.Fprintf(errOut, "docker sandbox: skipped %s (%s): %s\n", s.Name, s.Type, s.Reason)
+		typ := sbexec.TermText(s.Type)
+		if s.LinkTarget != "" || s.LinkTargetBytes != nil {
+			typ += " -> " + termBytes(s.LinkTarget, s.LinkTargetBytes)
+		}
+		fmt.Fprintf(errOut, "docker sandbox: skipped %s (%s): %s\n", termBytes(s.Name, s.NameBytes), typ, sbexec.TermText(s.Reason))
 	}
 	if n := res.SkippedCount - int64(len(res.Skipped)); n > 0 {
 		fmt.Fprintf(errOut, "docker sandbox: skipped %d more entries\n", n)
 	}
 	for _, s := range res.Stripped {
-		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %s\n", s)
+		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %s\n", sbexec.TermText(s))
 	}
 	if n := res.StrippedCount - int64(len(res.Stripped)); n > 0 {
 		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %d more entries\n", n)
 	}
-	if o.format == "" {
-		return nil
-	}
-	return writeFormatted(dockerCli.Out(), o.format, cpJSON{Source: srcArg, Destination: dstArg, Result: res}, nil)
 }

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -141,9 +142,12 @@ type cpJSON struct {
 	Hardlinks   int64  `json:"hardlinks"`
 	Bytes       int64  `json:"bytes"`
 	Skipped     []struct {
-		Name   string `json:"name"`
-		Type   string `json:"type"`
-		Reason string `json:"reason"`
+		Name            string `json:"name"`
+		Type            string `json:"type"`
+		Reason          string `json:"reason"`
+		LinkTarget      string `json:"link_target"`
+		NameBytes       []byte `json:"name_bytes"`
+		LinkTargetBytes []byte `json:"link_target_bytes"`
 	} `json:"skipped"`
 	SkippedCount  int64    `json:"skipped_count"`
 	Stripped      []string `json:"stripped"`
@@ -430,9 +434,11 @@ func TestFilesPutInterrupted(t *testing.T) {
 }
 
 // TestCpHostileSymlinks: links planted by the sandbox that lead outside, at
-// any depth, are refused (path_escape) and never followed, in both
-// directions and by every files command; nothing is read from outside the
-// workspace and nothing is written outside the destination.
+// any depth of the path a command names, are refused (path_escape) and never
+// followed, in both directions and by every files command; nothing is read
+// from outside the workspace and nothing is written outside the
+// destination. (A link out inside a copied folder is skipped: see
+// TestCpLinksLeadingOut.)
 func TestCpHostileSymlinks(t *testing.T) {
 	needE2E(t)
 	s := newScope(t)
@@ -440,12 +446,13 @@ func TestCpHostileSymlinks(t *testing.T) {
 		ln -s /root folder/link && ln -s /tmp tmpl && ln -s /tmp deep/a/tmpl`)
 	host := t.TempDir()
 	canary := newCpCanary(t)
-	for i, src := range []string{"out/passwd", "out2", "out2/etc/passwd", "out", "folder", "deep/a/tmpl/x", "/opt/workspace/out/hostname"} {
+	for i, src := range []string{"out/passwd", "out2", "out2/etc/passwd", "out", "deep/a/tmpl/x", "/opt/workspace/out/hostname", "folder/link", "folder/link/x"} {
 		dst := filepath.Join(host, fmt.Sprintf("dst%d", i))
 		cpWantErr(t, sb(t, "cp", "--format", "json", s+":"+src, dst), "path_escape")
 		cpMissing(t, dst)
 	}
-	// The refused folder copy wrote nothing through its link to /root.
+	// With --strict, the folder that holds a link to /root is refused too.
+	cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", s+":folder", filepath.Join(host, "strict")), "path_escape")
 	cpMissing(t, "/root/x")
 	cpMissing(t, "/root/ok")
 	if got := cpHostTree(t, host); len(got) != 0 {
@@ -470,9 +477,7 @@ func TestCpHostileSymlinks(t *testing.T) {
 		t.Fatalf("writes went through a link to /tmp: %q", got)
 	}
 	canary.intact(t)
-	// The folder copies fine once the link is gone: the refusal was about
-	// the link.
-	execMustPass(t, "files", "rm", s+":folder/link")
+	// Without --strict the folder copies, without its link to /root.
 	execMustPass(t, "cp", s+":folder", filepath.Join(host, "ok"))
 	if diff := cmp.Diff([]string{"ok/ 0755", "ok/ok=ok\n 0644", "payload.txt=P 0644"}, cpHostTree(t, host)); diff != "" {
 		t.Errorf("host (-want +got):\n%s", diff)
@@ -636,7 +641,10 @@ func TestCpHostileSize(t *testing.T) {
 // the copied tree. Nothing outside the workspace is ever read (the
 // container's /etc/hostname and / entries never appear in a copy), and
 // nothing is written outside the destination: not on the host, and not in
-// the sandbox's /tmp through a link to it.
+// the sandbox's /tmp through a link to it. It counts the copies that saw the
+// swap and fails when none did; the exact worst moment (between listing an
+// entry and opening it) is hit deterministically, through a hook, by
+// files/tarsafe's TestCreateSwapAtTheWorstMoment.
 func TestCpSymlinkSwapRace(t *testing.T) {
 	needE2E(t)
 	s := newScope(t)
@@ -699,8 +707,15 @@ print(n)
 			t.Errorf("cp %s copied the container's /etc/hostname as %s", src, rel)
 		}
 	}
-	ok, refused := 0, 0
-	for i := 0; i < 6; i++ {
+	// The race is hit when a copy observes the swapped state (it is
+	// refused, or streams t/sub as the link to /), and hit in the middle
+	// of a walk when the helper saw an entry change between listing it and
+	// opening it ("while the copy ran"). At least 6 rounds, more (up to 20)
+	// until it was hit; never hit is a failure: the test proved nothing.
+	ok, refused, hits, midWalk := 0, 0, 0, 0
+	rounds := 0
+	for i := 0; i < 20 && (i < 6 || hits == 0); i++ {
+		rounds++
 		// The swapped folder at the top of the path (d), inside it
 		// (t/sub), and a path through it.
 		for j, src := range []string{"d", "d/.", "d/sub/deep.txt", "t/sub/."} {
@@ -712,9 +727,17 @@ print(n)
 				}
 				cpMissing(t, dst)
 				refused++
+				hits++
+				if strings.Contains(r.Stdout, "while the copy ran") {
+					midWalk++
+				}
 				continue
 			}
 			ok++
+			if strings.Contains(r.Stdout, "while the copy ran") {
+				hits++
+				midWalk++
+			}
 			filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {
 				if err != nil || p == dst {
 					return nil
@@ -734,9 +757,16 @@ print(n)
 			})
 		}
 		// The whole tree while its folder is swapped: read the raw
-		// stream (refused in the end: it holds a link to /), and check
+		// stream (its link to /, t/l or t/sub, is left out), and check
 		// that nothing in it came from outside.
 		r := sb(t, "cp", s+":t", "-")
+		switch {
+		case strings.Contains(r.Stderr, "while the copy ran"):
+			hits++
+			midWalk++
+		case r.Code != 0 || strings.Contains(r.Stderr, "skipped t/sub "):
+			hits++
+		}
 		tr := tar.NewReader(strings.NewReader(r.Stdout))
 		for {
 			h, err := tr.Next()
@@ -754,10 +784,15 @@ print(n)
 			if c := decodeErr(t, r).Error.Code; c != "path_escape" && c != "file_not_found" && c != "not_directory" {
 				t.Fatalf("cp into the sandbox: unexpected error:\n%s", r)
 			}
+			hits++
 		}
 	}
 	stop()
-	t.Logf("%d copies complete, %d refused; swapper: %s", ok, refused, strings.TrimSpace(bgOut.String()))
+	t.Logf("%d rounds: %d copies out complete, %d refused; the race was hit %d times, %d of them in the middle of a walk; swapper: %s",
+		rounds, ok, refused, hits, midWalk, strings.TrimSpace(bgOut.String()))
+	if hits == 0 {
+		t.Fatalf("in %d rounds no copy ever saw the swapped state: the race was never hit", rounds)
+	}
 	if !strings.Contains(bgOut.String(), "swapping") || strings.Contains(bgOut.String(), "errno") {
 		t.Fatalf("the swapper did not run: %s", bgOut.String())
 	}
@@ -931,4 +966,447 @@ func TestCpInterrupted(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// cpHostLinks maps every symbolic link below root to its target, and fails
+// when one resolves to somewhere outside root.
+func cpHostLinks(t *testing.T, root string) map[string]string {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{}
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		target, _ := os.Readlink(p)
+		links[rel] = target
+		if r, err := filepath.EvalSymlinks(p); err == nil && r != real && !strings.HasPrefix(r, real+string(filepath.Separator)) {
+			t.Errorf("%s -> %s leads outside %s, to %s", rel, target, root, r)
+		}
+		return nil
+	})
+	return links
+}
+
+// cpHostFiles lists the folders and files (with their sizes) below root.
+func cpHostFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case fi.IsDir():
+			out = append(out, rel+"/")
+		case fi.Mode().IsRegular():
+			out = append(out, fmt.Sprintf("%s %d", rel, fi.Size()))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
+
+// cpDirNames lists the names in a host folder.
+func cpDirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestCpLinksLeadingOut: a real Python virtualenv, with more links planted
+// next to its own (absolute, to /etc and /proc, climbing out with "..",
+// dangling inside and outside, chains), copied out of the sandbox: the copy
+// completes; links that stay inside the copied tree are written as they
+// are; each link that leads outside is not written and is reported (one
+// JSON skipped entry with its target, one stderr line in text mode);
+// nothing outside the destination is created or changed; --strict refuses
+// and leaves nothing. The same rule holds into an existing folder, for a
+// folder's contents, to another sandbox, for "-" and from the host into a
+// sandbox.
+func TestCpLinksLeadingOut(t *testing.T) {
+	needE2E(t)
+	s, s2 := newScope(t), newScope(t)
+	minor := strings.TrimSpace(cpSh(t, s, `python3 -m venv --without-pip venv && cd venv &&
+		ln -s /etc etc && ln -s /proc/self/environ environ && ln -s ../../../etc/passwd lib/escape &&
+		ln -s ../bin lib/site && ln -s nothing-here dangling && ln -s ../nothing dangling-out &&
+		ln -s bin/python3 chain && ln -s lib/escape chain-out && ln -s lib/site/../../x dotdot-after-name &&
+		python3 -c 'import sys; print(sys.version_info[1])'`))
+	py := "python3." + minor
+	// Hand-written: what stays (a venv's own relative links, and ours) and
+	// what leads out. (Python 3.11's venv, in the runtime image: bin/python3
+	// -> /usr/bin/python3, python and python3.11 -> python3, lib64 -> lib.)
+	wantLinks := map[string]string{
+		"bin/python": "python3", "bin/" + py: "python3", "lib64": "lib", "lib/site": "../bin",
+		"dangling": "nothing-here", "chain": "bin/python3", "chain-out": "lib/escape",
+	}
+	wantSkipped := []string{
+		"venv/bin/python3 -> /usr/bin/python3", "venv/dangling-out -> ../nothing", "venv/dotdot-after-name -> lib/site/../../x",
+		"venv/environ -> /proc/self/environ", "venv/etc -> /etc", "venv/lib/escape -> ../../../etc/passwd",
+	}
+	// The files and folders, as the sandbox sees them.
+	var wantFiles []string
+	for _, l := range strings.Split(strings.TrimSpace(cpSh(t, s, `cd venv && find . -mindepth 1 \( -type d -printf '%P/\n' \) -o \( -type f -printf '%P %s\n' \)`)), "\n") {
+		wantFiles = append(wantFiles, l)
+	}
+	sort.Strings(wantFiles)
+	if len(wantFiles) < 4 || !cpContains(wantFiles, "bin/") || !cpContains(wantFiles, "lib/") {
+		t.Fatalf("the venv: %q", wantFiles)
+	}
+	skippedOf := func(j cpJSON) []string {
+		var out []string
+		for _, sk := range j.Skipped {
+			if sk.Type != "symlink" || sk.Reason == "" {
+				t.Errorf("skipped entry %+v", sk)
+			}
+			out = append(out, sk.Name+" -> "+sk.LinkTarget)
+		}
+		if j.SkippedCount != int64(len(out)) {
+			t.Errorf("skipped_count %d, %d listed", j.SkippedCount, len(out))
+		}
+		sort.Strings(out)
+		return out
+	}
+	checkTree := func(what, root string) {
+		t.Helper()
+		if diff := cmp.Diff(wantLinks, cpHostLinks(t, root)); diff != "" {
+			t.Errorf("%s: links (-want +got):\n%s", what, diff)
+		}
+		if diff := cmp.Diff(wantFiles, cpHostFiles(t, root)); diff != "" {
+			t.Errorf("%s: files and folders (-want +got):\n%s", what, diff)
+		}
+	}
+	canary := newCpCanary(t)
+	host := t.TempDir()
+
+	// To a new folder, with JSON.
+	j := cpDecode(t, sb(t, "cp", "--format", "json", s+":venv", filepath.Join(host, "dst")))
+	checkTree("cp venv dst", filepath.Join(host, "dst"))
+	if diff := cmp.Diff(wantSkipped, skippedOf(j)); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if j.Symlinks != int64(len(wantLinks)) {
+		t.Errorf("symlinks %d, want %d", j.Symlinks, len(wantLinks))
+	}
+	if diff := cmp.Diff([]string{"dst"}, cpDirNames(t, host)); diff != "" {
+		t.Errorf("next to the destination (-want +got):\n%s", diff)
+	}
+	// In text mode: one line on stderr per link left out, and nothing else.
+	r := sb(t, "cp", s+":venv", filepath.Join(host, "text"))
+	wantCode(t, r, 0)
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+	if len(lines) != len(wantSkipped) {
+		t.Errorf("stderr has %d lines, want %d:\n%s", len(lines), len(wantSkipped), r.Stderr)
+	}
+	for _, w := range wantSkipped {
+		name, target, _ := strings.Cut(w, " -> ")
+		if !strings.Contains(r.Stderr, "docker sandbox: skipped "+name+" (symlink -> "+target+"): ") {
+			t.Errorf("stderr lacks the line of %s:\n%s", w, r.Stderr)
+		}
+	}
+	checkTree("cp venv text", filepath.Join(host, "text"))
+	// Into an existing folder, and a folder's contents into one: what was
+	// there stays.
+	cpWriteHost(t, filepath.Join(host, "into", "mine"), "M", 0o644)
+	cpWriteHost(t, filepath.Join(host, "contents", "mine"), "M", 0o644)
+	j = cpDecode(t, sb(t, "cp", "--format", "json", s+":venv", filepath.Join(host, "into")))
+	checkTree("cp venv into", filepath.Join(host, "into", "venv"))
+	if diff := cmp.Diff(wantSkipped, skippedOf(j)); diff != "" {
+		t.Errorf("into: skipped (-want +got):\n%s", diff)
+	}
+	j = cpDecode(t, sb(t, "cp", "--format", "json", s+":venv/.", filepath.Join(host, "contents")))
+	os.Remove(filepath.Join(host, "contents", "mine"))
+	checkTree("cp venv/. contents", filepath.Join(host, "contents"))
+	if diff := cmp.Diff(wantSkipped, skippedOf(j)); diff != "" {
+		t.Errorf("contents: skipped (-want +got):\n%s", diff)
+	}
+	if got, _ := os.ReadFile(filepath.Join(host, "into", "mine")); string(got) != "M" {
+		t.Errorf("into/mine: %q", got)
+	}
+	// --strict: refused, nothing left, in each shape.
+	before := cpHostTree(t, host)
+	for _, dst := range []string{filepath.Join(host, "strict"), filepath.Join(host, "into"), filepath.Join(host, "into") + "/"} {
+		cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", s+":venv", dst), "path_escape")
+		cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", s+":venv/.", dst), "path_escape")
+	}
+	if diff := cmp.Diff(before, cpHostTree(t, host)); diff != "" {
+		t.Errorf("--strict changed the host (-before +after):\n%s", diff)
+	}
+	canary.intact(t)
+
+	// To another sandbox.
+	j = cpDecode(t, sb(t, "cp", "--format", "json", s+":venv", s2+":/opt/user/v"))
+	if diff := cmp.Diff(wantSkipped, skippedOf(j)); diff != "" {
+		t.Errorf("sandbox to sandbox: skipped (-want +got):\n%s", diff)
+	}
+	var gotLinks []string
+	for _, l := range strings.Split(strings.TrimSpace(cpSh(t, s2, `cd /opt/user/v && find . -type l -printf '%P -> %l\n'`)), "\n") {
+		gotLinks = append(gotLinks, l)
+	}
+	sort.Strings(gotLinks)
+	var want []string
+	for k, v := range wantLinks {
+		want = append(want, k+" -> "+v)
+	}
+	sort.Strings(want)
+	if diff := cmp.Diff(want, gotLinks); diff != "" {
+		t.Errorf("sandbox to sandbox: links (-want +got):\n%s", diff)
+	}
+	cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", s+":venv", s2+":/opt/user/strict"), "path_escape")
+	if got := cpSh(t, s2, "ls -A /opt/user"); got != "v\n" {
+		t.Errorf("after a refused --strict copy, /opt/user holds %q", got)
+	}
+
+	// To "-": the stream leaves them out, and says so on stderr.
+	r = sb(t, "cp", s+":venv", "-")
+	wantCode(t, r, 0)
+	streamed := map[string]string{}
+	tr := tar.NewReader(strings.NewReader(r.Stdout))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("cp venv - wrote a bad stream: %v", err)
+		}
+		if h.Typeflag == tar.TypeSymlink {
+			streamed[strings.TrimPrefix(h.Name, "venv/")] = h.Linkname
+		}
+	}
+	if diff := cmp.Diff(wantLinks, streamed); diff != "" {
+		t.Errorf("cp venv -: links in the stream (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(r.Stderr, "docker sandbox: skipped "); n != len(wantSkipped) {
+		t.Errorf("cp venv -: %d skipped lines, want %d:\n%s", n, len(wantSkipped), r.Stderr)
+	}
+	if r := sb(t, "cp", "--strict", s+":venv", "-"); r.Code != 125 || !strings.Contains(r.Stderr, "--strict") {
+		t.Errorf("cp --strict venv -:\n%s", r)
+	}
+
+	// From the host into a sandbox: the same rule.
+	hv := filepath.Join(t.TempDir(), "hv")
+	cpWriteHost(t, filepath.Join(hv, "bin", "activate"), "A", 0o644)
+	for target, name := range map[string]string{"/usr/bin/python3": "bin/python", "python": "bin/python3", "../../etc": "bin/etc", "bin": "scripts"} {
+		if err := os.Symlink(target, filepath.Join(hv, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j = cpDecode(t, sb(t, "cp", "--format", "json", hv, s2+":hv"))
+	if diff := cmp.Diff([]string{"hv/bin/etc -> ../../etc", "hv/bin/python -> /usr/bin/python3"}, skippedOf(j)); diff != "" {
+		t.Errorf("host to sandbox: skipped (-want +got):\n%s", diff)
+	}
+	if got := cpSh(t, s2, `cd hv && find . -type l -printf '%P -> %l\n' | sort`); got != "bin/python3 -> python\nscripts -> bin\n" {
+		t.Errorf("host to sandbox: links %q", got)
+	}
+	cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", hv, s2+":hvs"), "path_escape")
+	if got := cpSh(t, s2, "ls -A /opt/workspace"); got != "hv\nv\n" {
+		t.Errorf("after a refused --strict copy, the workspace holds %q", got)
+	}
+	canary.intact(t)
+}
+
+// TestCpLinksWhereTheyLand: a copy out plants dst/sub -> . (a link that
+// stays inside, written as a link); a second copy of a folder's contents
+// into dst then holds sub/l -> ../x, inside where it was made but, merged
+// through dst/sub, it would land as dst/l -> ../x, outside dst. It is not
+// left there: removed and reported; --strict refuses. No link in dst ever
+// leads out, and the file next to dst it would reach is untouched.
+func TestCpLinksWhereTheyLand(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	cpSh(t, s, `mkdir -p one two/sub/new && ln -s . one/sub && echo F > two/sub/f && ln -s ../x two/sub/l &&
+		ln -s ../../x two/sub/new/l2 && ln -s f two/sub/ok`)
+	host := t.TempDir()
+	dst := filepath.Join(host, "dst")
+	cpWriteHost(t, filepath.Join(host, "x"), "next to the destination", 0o600)
+	execMustPass(t, "cp", s+":one", dst)
+	if diff := cmp.Diff(map[string]string{"sub": "."}, cpHostLinks(t, dst)); diff != "" {
+		t.Fatalf("the first copy (-want +got):\n%s", diff)
+	}
+	cpWantErr(t, sb(t, "cp", "--strict", "--format", "json", s+":two/.", dst), "path_escape")
+	cpHostLinks(t, dst) // no link out, even after a refused --strict copy
+	j := cpDecode(t, sb(t, "cp", "--format", "json", s+":two/.", dst))
+	var got []string
+	for _, sk := range j.Skipped {
+		got = append(got, sk.Name+" -> "+sk.LinkTarget)
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"two/sub/l -> ../x", "two/sub/new/l2 -> ../../x"}, got); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"sub": ".", "ok": "f"}, cpHostLinks(t, dst)); diff != "" {
+		t.Errorf("links in dst (-want +got):\n%s", diff)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "x")); err != nil || string(b) != "next to the destination" {
+		t.Errorf("the file next to dst: %q %v", b, err)
+	}
+	if diff := cmp.Diff([]string{"dst", "x"}, cpDirNames(t, host)); diff != "" {
+		t.Errorf("next to dst (-want +got):\n%s", diff)
+	}
+}
+
+// cpHostileNames are file names a sandbox can make (no "/" or NUL): a
+// terminal title change, a color, a carriage return, a newline, a
+// right-to-left override, a C1 CSI and bytes that are not UTF-8.
+var cpHostileNames = []string{"t\x1b]0;PWNED-TITLE\x07", "c\x1b[31mRED", "r\roverwritten", "n\nline", "b\u202Egnp.exe", "k\u009b31m", "u\xff\xfe"}
+
+// cpRawControl returns what a terminal would act on in out (newlines that
+// end lines aside), or "".
+func cpRawControl(out string) string {
+	for i, r := range out {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(out[i:], "\uFFFD"):
+			return fmt.Sprintf("invalid UTF-8 at %d", i)
+		case r == '\n':
+		case r < 0x20 || r == 0x7f:
+			return fmt.Sprintf("control byte %#x at %d", r, i)
+		case r >= 0x80 && r <= 0x9f:
+			return fmt.Sprintf("C1 control U+%04X at %d", r, i)
+		case r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+			return fmt.Sprintf("bidi control U+%04X at %d", r, i)
+		}
+	}
+	return ""
+}
+
+// TestFilesHostileNames: names and link targets made in the sandbox with
+// terminal escapes, control characters, bidi overrides and bytes that are
+// not UTF-8 reach the terminal quoted — files ls, files ls -r, cp's skipped
+// lines (links out and FIFOs), cp to "-", and error messages that carry
+// them (cp --strict) — with one line per item: the output holds no byte a
+// terminal would act on. JSON carries the exact names (name_bytes for the
+// ones that are not UTF-8).
+func TestFilesHostileNames(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	var script strings.Builder
+	script.WriteString("import os\nos.makedirs(b'names/sub')\n")
+	for i, n := range cpHostileNames {
+		fmt.Fprintf(&script, "n = %s\n", pyBytes(n))
+		script.WriteString("open(b'names/' + n, 'w').write('x')\n")
+		script.WriteString("os.symlink(b'/etc/' + n, b'names/sub/l' + n)\n")
+		if i == 0 {
+			script.WriteString("os.mkfifo(b'names/sub/f' + n)\n")
+		}
+	}
+	wantCode(t, sb(t, "exec", "-s", s, "--lang", "python", "-c", script.String()), 0)
+
+	check := func(what string, out string, lines int) {
+		t.Helper()
+		if c := cpRawControl(out); c != "" {
+			t.Errorf("%s: %s in %q", what, c, out)
+		}
+		if n := strings.Count(out, "\n"); n != lines {
+			t.Errorf("%s: %d lines, want %d:\n%q", what, n, lines, out)
+		}
+	}
+	n := len(cpHostileNames)
+	r := sb(t, "files", "ls", s+":names")
+	wantCode(t, r, 0)
+	check("files ls", r.Stdout, 1+n+1) // header, the files, sub/
+	r = sb(t, "files", "ls", "-r", s+":names")
+	wantCode(t, r, 0)
+	check("files ls -r", r.Stdout, 1+n+1+n+1)
+	if !strings.Contains(r.Stdout, `"t\x1b]0;PWNED-TITLE\a"`) || !strings.Contains(r.Stdout, `"u\xff\xfe"`) {
+		t.Errorf("files ls -r does not show the quoted names:\n%s", r.Stdout)
+	}
+	// JSON: the exact names.
+	r = sb(t, "files", "ls", "-r", "--format", "json", s+":names")
+	wantCode(t, r, 0)
+	var ls struct {
+		Entries []struct {
+			Name            string `json:"name"`
+			LinkTarget      string `json:"link_target"`
+			NameBytes       []byte `json:"name_bytes"`
+			LinkTargetBytes []byte `json:"link_target_bytes"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &ls); err != nil {
+		t.Fatal(err)
+	}
+	exact := func(s string, b []byte) string {
+		if b != nil {
+			return string(b)
+		}
+		return s
+	}
+	got := map[string]string{}
+	for _, e := range ls.Entries {
+		got[exact(e.Name, e.NameBytes)] = exact(e.LinkTarget, e.LinkTargetBytes)
+	}
+	for _, name := range cpHostileNames {
+		if target, ok := got[name]; !ok || target != "" {
+			t.Errorf("files ls --format json lacks the exact name %q", name)
+		}
+		if target, ok := got["sub/l"+name]; !ok || target != "/etc/"+name {
+			t.Errorf("files ls --format json lacks the exact link sub/l%q -> %q (got %q)", name, "/etc/"+name, target)
+		}
+		if utf8.ValidString(name) && !strings.Contains(r.Stdout, mustJSON(t, name)) {
+			t.Errorf("the JSON name of %q is not the name itself", name)
+		}
+	}
+
+	// cp: each link out (and the FIFO) is a skipped line.
+	host := t.TempDir()
+	r = sb(t, "cp", s+":names", filepath.Join(host, "out"))
+	wantCode(t, r, 0)
+	check("cp stderr", r.Stderr, n+1)
+	r = sb(t, "cp", "--format", "json", s+":names", filepath.Join(host, "out2"))
+	j := cpDecode(t, r)
+	gotSkipped := map[string]string{}
+	for _, sk := range j.Skipped {
+		gotSkipped[exact(sk.Name, sk.NameBytes)] = exact(sk.LinkTarget, sk.LinkTargetBytes)
+	}
+	for _, name := range cpHostileNames {
+		if target, ok := gotSkipped["names/sub/l"+name]; !ok || target != "/etc/"+name {
+			t.Errorf("cp --format json: skipped lacks the exact names/sub/l%q -> %q", name, "/etc/"+name)
+		}
+		// On the host: the files, with their exact names.
+		if b, err := os.ReadFile(filepath.Join(host, "out", name)); err != nil || string(b) != "x" {
+			t.Errorf("the host copy of %q: %q %v", name, b, err)
+		}
+	}
+	r = sb(t, "cp", s+":names", "-")
+	wantCode(t, r, 0)
+	check("cp - stderr", r.Stderr, n+1)
+	// An error message that carries a name (the first link that leads
+	// out, refused by --strict): quoted on stderr, one line.
+	r = sb(t, "cp", "--strict", s+":names", filepath.Join(host, "strict"))
+	wantCode(t, r, 125)
+	check("cp --strict stderr", r.Stderr, 1)
+	cpMissing(t, filepath.Join(host, "strict"))
+}
+
+// pyBytes is a Python bytes literal of s.
+func pyBytes(s string) string {
+	var b strings.Builder
+	b.WriteString("b'")
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "\\x%02x", s[i])
+	}
+	b.WriteString("'")
+	return b.String()
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

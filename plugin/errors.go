@@ -26,7 +26,10 @@ type jsonError struct {
 
 // fail turns err into the CLI's exit status, printing the JSON error object
 // on out when the command's format is json. The human message goes to stderr
-// through the status error.
+// through the status error, quoted when it holds control characters, bidi
+// controls or invalid UTF-8: messages carry names, paths and text that came
+// from a sandbox (a helper's error, a path in an archive). The JSON message
+// is the message as it is.
 func fail(out io.Writer, format string, err error) error {
 	if err == nil {
 		return nil
@@ -47,19 +50,26 @@ func fail(out io.Writer, format string, err error) error {
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(o)
 	}
-	return cli.StatusError{StatusCode: e.Exit, Status: "docker sandbox: " + e.Message}
+	return cli.StatusError{StatusCode: e.Exit, Status: "docker sandbox: " + sbexec.TermText(e.Message)}
 }
 
 func flagError(cmd *cobra.Command, err error) error {
 	return usageError(cmd, "%v", err)
 }
 
-// usageError is a bad invocation: exit 125, with the usage hint.
+// usageError is a bad invocation: exit 125, with the usage hint (on a line
+// of its own, after the message, quoted as fail quotes it).
 func usageError(cmd *cobra.Command, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	e := sbexec.Errorf(sbexec.CodeBadFlag, "%s\nSee '%s --help'.", msg, cmd.CommandPath())
+	hint := fmt.Sprintf("See '%s --help'.", cmd.CommandPath())
+	e := sbexec.Errorf(sbexec.CodeBadFlag, "%s\n%s", msg, hint)
 	f, _ := cmd.Flags().GetString("format")
-	return fail(cmd.OutOrStdout(), f, e)
+	err := fail(cmd.OutOrStdout(), f, e)
+	if st, ok := err.(cli.StatusError); ok {
+		st.Status = "docker sandbox: " + sbexec.TermText(msg) + "\n" + hint
+		return st
+	}
+	return err
 }
 
 func isJSON(format string) bool { return format == "json" || format == "{{json .}}" }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -126,24 +127,30 @@ func runFilesLs(ctx context.Context, dockerCli command.Cli, cp *files.Copier, lo
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODE\tSIZE\tMODIFIED\tNAME")
 	err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
-		name := e.Name
-		switch e.Type {
-		case fsproto.TypeDir:
-			name += "/"
-		case fsproto.TypeSymlink:
-			name += " -> " + e.LinkTarget
-		}
-		size := units.BytesSize(float64(e.Size))
-		if e.Type == fsproto.TypeDir {
-			size = "-"
-		}
-		_, err := fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\n", typeLetter(e.Type), e.Mode, size, e.ModTime.Local().Format(time.DateTime), name)
+		_, err := io.WriteString(tw, filesLsLine(e))
 		return err
 	})
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
 	}
 	return err
+}
+
+// filesLsLine is the table line of an entry. Names, link targets and modes
+// come from the sandbox: they are quoted for the terminal.
+func filesLsLine(e fsproto.Entry) string {
+	name := termBytes(e.Name, e.NameBytes)
+	switch e.Type {
+	case fsproto.TypeDir:
+		name += "/"
+	case fsproto.TypeSymlink:
+		name += " -> " + termBytes(e.LinkTarget, e.LinkTargetBytes)
+	}
+	size := units.BytesSize(float64(e.Size))
+	if e.Type == fsproto.TypeDir {
+		size = "-"
+	}
+	return fmt.Sprintf("%s %s\t%s\t%s\t%s\n", typeLetter(e.Type), sbexec.TermText(e.Mode), size, e.ModTime.Local().Format(time.DateTime), name)
 }
 
 func typeLetter(t string) string {

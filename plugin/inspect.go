@@ -60,7 +60,7 @@ func runInspect(ctx context.Context, dockerCli command.Cli, args []string, o ins
 			if firstErr == nil {
 				firstErr = err
 			}
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %v\n", err)
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", sbexec.TermText(sbexec.AsError(err).Message))
 			continue
 		}
 		list = append(list, d)

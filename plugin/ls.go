@@ -169,7 +169,9 @@ func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.
 		for _, s := range rows {
 			var cells []string
 			for _, c := range cols {
-				cells = append(cells, c.cell(s))
+				// Labels and image names can come from an image:
+				// quoted for the terminal.
+				cells = append(cells, sbexec.TermText(c.cell(s)))
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // The two places of a sandbox that files may be read from or written to.
@@ -161,13 +162,19 @@ func Resolve(p string) (space, rel string, err error) {
 }
 
 // Entry is one line of `fs ls` and one element of `files ls --format json`.
+// JSON strings hold UTF-8 only: a name or link target that is not valid
+// UTF-8 shows U+FFFD in place of its bad bytes in Name or LinkTarget, and
+// is given exactly (base64 in JSON) in NameBytes or LinkTargetBytes, which
+// are left out otherwise.
 type Entry struct {
-	Name       string    `json:"name"`
-	Type       string    `json:"type"`
-	Size       int64     `json:"size"`
-	Mode       string    `json:"mode"`
-	ModTime    time.Time `json:"mod_time"`
-	LinkTarget string    `json:"link_target"`
+	Name            string    `json:"name"`
+	Type            string    `json:"type"`
+	Size            int64     `json:"size"`
+	Mode            string    `json:"mode"`
+	ModTime         time.Time `json:"mod_time"`
+	LinkTarget      string    `json:"link_target"`
+	NameBytes       []byte    `json:"name_bytes,omitempty"`
+	LinkTargetBytes []byte    `json:"link_target_bytes,omitempty"`
 }
 
 // Entry types.
@@ -221,8 +228,15 @@ func ModeString(m fs.FileMode) string {
 
 // NewEntry describes fi (from Lstat) under name.
 func NewEntry(name string, fi fs.FileInfo, linkTarget string) Entry {
-	return Entry{Name: name, Type: TypeOf(fi.Mode()), Size: fi.Size(), Mode: ModeString(fi.Mode()),
+	e := Entry{Name: name, Type: TypeOf(fi.Mode()), Size: fi.Size(), Mode: ModeString(fi.Mode()),
 		ModTime: fi.ModTime().UTC(), LinkTarget: linkTarget}
+	if !utf8.ValidString(name) {
+		e.NameBytes = []byte(name)
+	}
+	if !utf8.ValidString(linkTarget) {
+		e.LinkTargetBytes = []byte(linkTarget)
+	}
+	return e
 }
 
 // PutResult is what `fs put` prints on stdout.

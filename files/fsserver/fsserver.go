@@ -17,7 +17,7 @@
 //	fs put [--framed] [--mode OCTAL] PATH    stdin to PATH, atomically; prints fsproto.PutResult
 //	fs rm [-r] [-f] PATH                     prints fsproto.RmResult
 //	fs tar-out [--watch-stdin] [--dir] [LIMITS] PATH         a tar archive (tarsafe.Create)
-//	fs tar-in [--framed] [--raw] [--contents] [--dir] [--keep-mode] [LIMITS] PATH
+//	fs tar-in [--framed] [--raw] [--contents] [--dir] [--keep-mode] [--strict] [LIMITS] PATH
 //	                                         extracts stdin (tarsafe.Extract); prints tarsafe.Result
 //
 // LIMITS are --max-size BYTES, --max-file-size BYTES, --max-entries N.
@@ -116,6 +116,7 @@ func (s *Server) run(args []string) error {
 		contents   = new(bool)
 		mustDir    = new(bool)
 		keepMode   = new(bool)
+		strict     = new(bool)
 		maxSize    = new(int64)
 		maxFile    = new(int64)
 		maxEntries = new(int64)
@@ -148,6 +149,7 @@ func (s *Server) run(args []string) error {
 		fl.BoolVar(contents, "contents", false, "")
 		fl.BoolVar(mustDir, "dir", false, "")
 		fl.BoolVar(keepMode, "keep-mode", false, "")
+		fl.BoolVar(strict, "strict", false, "")
 		limits()
 	default:
 		return usageError{fmt.Sprintf("fs: unknown command %q (want ls, cat, put, rm, tar-out or tar-in)", cmd)}
@@ -200,7 +202,7 @@ func (s *Server) run(args []string) error {
 		return w.Flush()
 	default: // tar-in
 		res, err := tarsafe.Extract(root, tarsafe.Dest{Path: rel, MustBeDir: *mustDir, Contents: *contents, Raw: *raw, Display: display(p)}, in,
-			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask})
+			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask, Strict: *strict})
 		if err != nil {
 			return err
 		}
@@ -384,6 +386,7 @@ func (s *Server) put(root *os.Root, rel, p string, in io.Reader, modeFlag string
 			return fsproto.FromOS(err, display(p))
 		}
 	}
+	mutating("put", dirName)
 	dir, err := root.OpenRoot(dirName)
 	if err != nil {
 		return fsproto.FromOS(err, display(p))
@@ -433,6 +436,7 @@ func (s *Server) put(root *os.Root, rel, p string, in io.Reader, modeFlag string
 	if err := f.Close(); err != nil {
 		return fsproto.FromOS(err, display(p))
 	}
+	mutating("put-rename", rel)
 	if err := dir.Rename(tmp, base); err != nil {
 		_ = dir.Remove(tmp)
 		done = true
@@ -440,6 +444,17 @@ func (s *Server) put(root *os.Root, rel, p string, in io.Reader, modeFlag string
 	}
 	done = true
 	return json.NewEncoder(s.Stdout).Encode(fsproto.PutResult{Path: display(p), Bytes: n})
+}
+
+// testHookMutate, when set (by tests only), runs after an operation checked
+// its path and before it changes something through it: the window in
+// which sandboxed code can swap a folder of the path for a link.
+var testHookMutate func(op, rel string)
+
+func mutating(op, rel string) {
+	if testHookMutate != nil {
+		testHookMutate(op, rel)
+	}
 }
 
 func tarsafeTemp() string {
@@ -466,12 +481,14 @@ func (s *Server) rm(root *os.Root, rel, p string, recursive, force bool) error {
 		if !recursive {
 			return fsproto.Errorf(fsproto.CodeIsDirectory, "%s is a folder: remove it with -r", display(p))
 		}
+		mutating("rm -r", rel)
 		if err := root.RemoveAll(rel); err != nil {
 			return fsproto.FromOS(err, display(p))
 		}
 		return done(true)
 	}
 	// A file, or a symbolic link itself (never what it leads to).
+	mutating("rm", rel)
 	if err := root.Remove(rel); err != nil {
 		return fsproto.FromOS(err, display(p))
 	}

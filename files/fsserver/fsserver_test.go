@@ -6,11 +6,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -359,5 +361,278 @@ func TestWatchStdin(t *testing.T) {
 	pw.Close()
 	if c := <-exited; c != ExitAborted {
 		t.Fatalf("exit %d", c)
+	}
+}
+
+// snapshot describes everything under dir, to tell whether anything in it
+// changed: type, mode, size, modification time and content.
+func snapshot(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		s := fmt.Sprintf("%s %v %d %d", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			s += " -> " + target
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			s += " " + string(b)
+		}
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMutationsThroughLinksLeaveTargets: links planted by sandboxed code
+// that lead to EXISTING files and folders outside the spaces (or into the
+// other space) are never followed by an operation that changes something:
+// rm, rm -r, put (its rename, and the folders it creates), tar-in (its
+// folders, files, renames, modes and times). Each case runs on a fresh
+// layout and checks that everything outside the workspace (the outer
+// folder, and the user space) is byte for byte, mode for mode and time for
+// time as it was, and, where the operation is refused, that it is refused
+// with path_escape.
+func TestMutationsThroughLinksLeaveTargets(t *testing.T) {
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	framed := func(body string) io.Reader {
+		var b bytes.Buffer
+		w := fsproto.NewCommitWriter(&b)
+		w.Write([]byte(body))
+		w.Commit()
+		return &b
+	}
+	archive := func(ents ...*tar.Header) func() io.Reader {
+		return func() io.Reader {
+			var b bytes.Buffer
+			tw := tar.NewWriter(&b)
+			for _, h := range ents {
+				h := *h
+				body := ""
+				if h.Typeflag == tar.TypeReg {
+					body = "EVIL"
+					h.Size = 4
+				}
+				h.ModTime = old
+				tw.WriteHeader(&h)
+				io.WriteString(tw, body)
+			}
+			tw.Close()
+			var f bytes.Buffer
+			w := fsproto.NewCommitWriter(&f)
+			w.Write(b.Bytes())
+			w.Commit()
+			return &f
+		}
+	}
+	d := func(n string, mode int64) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeDir, Mode: mode} }
+	f := func(n string) *tar.Header { return &tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o4777} }
+	// A folder copy (tar-out's shape): top/, with a file, a restrictive
+	// folder and a file in it, and names that meet the planted links.
+	folder := archive(d("top", 0o500), f("top/secret"), d("top/dir", 0o500), f("top/dir/keep"), f("top/keep"), f("top/new"))
+	single := archive(f("secret"))
+	raw := archive(d("./", 0o500), f("./secret"), d("./dir", 0o500), f("./dir/keep"), f("./keep"))
+
+	const escape, ok = fsproto.CodePathEscape, ""
+	tests := []struct {
+		args []string
+		in   func() io.Reader
+		code string
+	}{
+		// rm of a file or folder through a link that leads out, at the top
+		// or at depth, absolute or relative, or into the user space.
+		{args: []string{"rm", "out/secret"}, code: escape},
+		{args: []string{"rm", "rel/secret"}, code: escape},
+		{args: []string{"rm", "d/e/deep/secret"}, code: escape},
+		{args: []string{"rm", "out/dir/keep"}, code: escape},
+		{args: []string{"rm", "usr/keep"}, code: escape},
+		{args: []string{"rm", "usrrel/keep"}, code: escape},
+		{args: []string{"rm", "-f", "out/secret"}, code: escape},
+		{args: []string{"rm", "/opt/workspace/out/secret"}, code: escape},
+		// rm of the link itself: the link goes, its target stays.
+		{args: []string{"rm", "sec"}, code: ok},
+		{args: []string{"rm", "usec"}, code: ok},
+		{args: []string{"rm", "out"}, code: ok},
+		{args: []string{"rm", "-r", "out"}, code: ok},
+		// rm -r through a link, and of a folder that holds links out.
+		{args: []string{"rm", "-r", "out/dir"}, code: escape},
+		{args: []string{"rm", "-r", "rel/dir"}, code: escape},
+		{args: []string{"rm", "-r", "usr/udir"}, code: escape},
+		{args: []string{"rm", "-r", "d/e/deep/dir"}, code: escape},
+		{args: []string{"rm", "-r", "d"}, code: ok},
+		// put: onto a link to a file, through a link to a folder, and
+		// making folders through one.
+		{args: []string{"put", "--framed", "sec"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "usec"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "--mode", "0777", "out/secret"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "out/dir/keep"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "out/newdir/f"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "d/e/deep/dir/new/f"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "usr/keep"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		{args: []string{"put", "--framed", "usrrel/new/f"}, in: func() io.Reader { return framed("EVIL") }, code: escape},
+		// tar-in into a link to a folder outside, as a new or an existing
+		// destination, with and without the folder's contents.
+		{args: []string{"tar-in", "--framed", "out"}, in: folder, code: escape},
+		{args: []string{"tar-in", "--framed", "--contents", "out"}, in: folder, code: escape},
+		{args: []string{"tar-in", "--framed", "out/dir"}, in: folder, code: escape},
+		{args: []string{"tar-in", "--framed", "out/newdir"}, in: folder, code: escape},
+		{args: []string{"tar-in", "--framed", "--raw", "out"}, in: raw, code: escape},
+		{args: []string{"tar-in", "--framed", "--raw", "usr"}, in: raw, code: escape},
+		{args: []string{"tar-in", "--framed", "--contents", "usr/udir"}, in: folder, code: escape},
+		{args: []string{"tar-in", "--framed", "sec"}, in: single, code: escape},
+		{args: []string{"tar-in", "--framed", "out/secret"}, in: single, code: escape},
+		// tar-in into a folder of the workspace that holds links out where
+		// the archive has a file (replaced, never written through) or a
+		// folder (refused before anything is written).
+		{args: []string{"tar-in", "--framed", "--contents", "files"}, in: archive(d("top", 0o500), f("top/secret"), f("top/keep")), code: ok},
+		{args: []string{"tar-in", "--framed", "--raw", "files"}, in: archive(f("secret"), f("keep")), code: ok},
+		{args: []string{"tar-in", "--framed", "--contents", "folders"}, in: archive(d("top", 0o500), d("top/dir", 0o500), f("top/dir/keep")), code: escape},
+		{args: []string{"tar-in", "--framed", "--contents", "folders"}, in: archive(d("top", 0o500), d("top/udir", 0o500), f("top/udir/k")), code: escape},
+		{args: []string{"tar-in", "--framed", "--raw", "folders"}, in: archive(d("dir", 0o500), f("dir/keep")), code: escape},
+		{args: []string{"tar-in", "--framed", "--keep-mode", "--contents", "folders"}, in: archive(d("top", 0o500), d("top/dir", 0o000)), code: escape},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			e := newEnv(t)
+			os.Mkdir(filepath.Join(e.outer, "dir"), 0o755)
+			os.WriteFile(filepath.Join(e.outer, "dir", "keep"), []byte("KEEP"), 0o644)
+			os.WriteFile(filepath.Join(e.user, "keep"), []byte("USER"), 0o644)
+			os.Mkdir(filepath.Join(e.user, "udir"), 0o755)
+			os.WriteFile(filepath.Join(e.user, "udir", "k"), []byte("K"), 0o644)
+			for _, p := range []string{filepath.Join(e.outer, "secret"), filepath.Join(e.outer, "dir"), filepath.Join(e.outer, "dir", "keep"),
+				filepath.Join(e.user, "keep"), filepath.Join(e.user, "udir"), filepath.Join(e.user, "udir", "k"), e.outer, e.user} {
+				os.Chtimes(p, old, old)
+			}
+			e.link(e.outer, "out")
+			e.link("../outer", "rel")
+			e.link(filepath.Join(e.outer, "secret"), "sec")
+			e.link(e.user, "usr")
+			e.link("../user", "usrrel")
+			e.link("../user/keep", "usec")
+			e.write("d/e/f.txt", "inside")
+			e.link(e.outer, "d/e/deep")
+			os.Mkdir(filepath.Join(e.ws, "files"), 0o755)
+			e.link(filepath.Join(e.outer, "secret"), "files/secret")
+			e.link("../../user/keep", "files/keep")
+			os.Mkdir(filepath.Join(e.ws, "folders"), 0o755)
+			e.link(filepath.Join(e.outer, "dir"), "folders/dir")
+			e.link("../../user/udir", "folders/udir")
+			outer, user := snapshot(t, e.outer), snapshot(t, e.user)
+
+			var in io.Reader
+			if tc.in != nil {
+				in = tc.in()
+			}
+			o := e.run(in, tc.args...)
+			if tc.code == ok && o.code != 0 {
+				t.Errorf("exit %d, %s; want success", o.code, o.stderr)
+			}
+			if tc.code != ok && (o.code != ExitFailed || o.err().Code != tc.code) {
+				t.Errorf("exit %d, %s; want %s", o.code, o.stderr, tc.code)
+			}
+			if diff := cmp.Diff(outer, snapshot(t, e.outer)); diff != "" {
+				t.Errorf("the folder outside the spaces changed (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(user, snapshot(t, e.user)); diff != "" {
+				t.Errorf("the user space changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMutationsWhenALinkIsSwappedIn: the operation checked its path while
+// every folder on it was a real folder; sandboxed code then swaps one for a
+// link to an existing folder outside (or to the user space) before the
+// operation changes anything (a hook runs at that moment, so the swap
+// always lands in the window). The change never goes through the link: the
+// files and folders it leads to are all as they were.
+func TestMutationsWhenALinkIsSwappedIn(t *testing.T) {
+	framed := func(body string) io.Reader {
+		var b bytes.Buffer
+		w := fsproto.NewCommitWriter(&b)
+		w.Write([]byte(body))
+		w.Commit()
+		return &b
+	}
+	tests := []struct {
+		op   string // the hook's op the swap waits for
+		args []string
+		in   func() io.Reader
+		swap string // what is swapped for a link: "a" (a folder) or "a/secret" (the file itself)
+		to   string // "outer" or "user"
+	}{
+		{op: "rm", args: []string{"rm", "a/secret"}, swap: "a", to: "outer"},
+		{op: "rm", args: []string{"rm", "a/keep"}, swap: "a", to: "user"},
+		{op: "rm", args: []string{"rm", "a/dir/keep"}, swap: "a", to: "outer"},
+		{op: "rm -r", args: []string{"rm", "-r", "a/dir"}, swap: "a", to: "outer"},
+		{op: "rm -r", args: []string{"rm", "-r", "a/udir"}, swap: "a", to: "user"},
+		{op: "put", args: []string{"put", "--framed", "a/secret"}, in: func() io.Reader { return framed("EVIL") }, swap: "a", to: "outer"},
+		{op: "put", args: []string{"put", "--framed", "a/dir/keep"}, in: func() io.Reader { return framed("EVIL") }, swap: "a", to: "outer"},
+		{op: "put", args: []string{"put", "--framed", "a/keep"}, in: func() io.Reader { return framed("EVIL") }, swap: "a", to: "user"},
+		{op: "put-rename", args: []string{"put", "--framed", "a/secret"}, in: func() io.Reader { return framed("EVIL") }, swap: "a", to: "outer"},
+		{op: "put-rename", args: []string{"put", "--framed", "a/secret"}, in: func() io.Reader { return framed("EVIL") }, swap: "a/secret", to: "outer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.op+" "+strings.Join(tc.args, " ")+" "+tc.swap+"->"+tc.to, func(t *testing.T) {
+			e := newEnv(t)
+			os.Mkdir(filepath.Join(e.outer, "dir"), 0o755)
+			os.WriteFile(filepath.Join(e.outer, "dir", "keep"), []byte("KEEP"), 0o644)
+			os.WriteFile(filepath.Join(e.user, "keep"), []byte("USER"), 0o644)
+			os.Mkdir(filepath.Join(e.user, "udir"), 0o755)
+			os.WriteFile(filepath.Join(e.user, "udir", "k"), []byte("K"), 0o644)
+			// The workspace mirrors the names outside, as real files.
+			e.write("a/secret", "ws")
+			e.write("a/keep", "ws")
+			e.write("a/dir/keep", "ws")
+			e.write("a/udir/k", "ws")
+			outer, user := snapshot(t, e.outer), snapshot(t, e.user)
+			target := e.outer
+			if tc.to == "user" {
+				target = e.user
+			}
+			if tc.swap == "a/secret" {
+				target = filepath.Join(e.outer, "secret")
+			}
+			swapped := 0
+			testHookMutate = func(op, rel string) {
+				if op != tc.op {
+					return
+				}
+				swapped++
+				p := filepath.Join(e.ws, filepath.FromSlash(tc.swap))
+				if err := os.Rename(p, p+".real"); err != nil {
+					t.Error(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Error(err)
+				}
+			}
+			defer func() { testHookMutate = nil }()
+			var in io.Reader
+			if tc.in != nil {
+				in = tc.in()
+			}
+			o := e.run(in, tc.args...)
+			if swapped != 1 {
+				t.Fatalf("the swap ran %d times, want once (%+v)", swapped, o)
+			}
+			if o.code != 0 && o.err().Code != fsproto.CodePathEscape {
+				t.Errorf("exit %d, %s; want success or path_escape", o.code, o.stderr)
+			}
+			if diff := cmp.Diff(outer, snapshot(t, e.outer)); diff != "" {
+				t.Errorf("the folder outside the spaces changed (-before +after):\n%s", diff)
+			}
+			if diff := cmp.Diff(user, snapshot(t, e.user)); diff != "" {
+				t.Errorf("the user space changed (-before +after):\n%s", diff)
+			}
+		})
 	}
 }

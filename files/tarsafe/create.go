@@ -186,8 +186,15 @@ func (c *creator) dir(r *os.Root, name string, depth int) error {
 	}
 }
 
+// testHookChild, when set (by tests only), runs after a folder's entry was
+// listed and before it is opened: the window a swap races for.
+var testHookChild func(name string)
+
 func (c *creator) child(r *os.Root, e fs.DirEntry, name string, depth int) error {
 	n := e.Name()
+	if testHookChild != nil {
+		testHookChild(name)
+	}
 	switch t := e.Type(); {
 	case t&fs.ModeSymlink != 0:
 		return c.link(r, n, name)

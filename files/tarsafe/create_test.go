@@ -65,10 +65,14 @@ func TestCreateRoundTrip(t *testing.T) {
 	if res.Files != 2 || res.Dirs != 2 || res.Symlinks != 2 || res.Bytes != 2 {
 		t.Errorf("result %+v", res)
 	}
-	// The receiving side refuses the link that leads out and keeps nothing.
+	// The receiving side refuses the link that leads out with Strict, and
+	// keeps nothing.
 	dst := newSandbox(t)
-	if _, err := Extract(dst.root, Dest{Path: "copy"}, bytes.NewReader(buf.Bytes()), Options{}); codeOf(err) != fsproto.CodePathEscape {
-		t.Fatalf("extracting a link to the outside: %v", err)
+	if _, err := Extract(dst.root, Dest{Path: "copy"}, bytes.NewReader(buf.Bytes()), Options{Strict: true}); codeOf(err) != fsproto.CodePathEscape {
+		t.Fatalf("extracting a link to the outside with Strict: %v", err)
+	}
+	if got := tree(t, dst.base); len(got) != 0 {
+		t.Fatalf("a refused copy left %q", got)
 	}
 	os.Remove(filepath.Join(src.base, "top", "out"))
 	buf.Reset()
@@ -146,7 +150,7 @@ func TestCreateSpecialFilesAndCaps(t *testing.T) {
 	for _, sk := range res.Skipped {
 		skipped = append(skipped, sk.Name+" "+sk.Type)
 	}
-	if diff := cmp.Diff([]string{"fifo fifo", "sock socket"}, sortedCopy(skipped)); diff != "" {
+	if diff := cmp.Diff([]string{"top/fifo fifo", "top/sock socket"}, sortedCopy(skipped)); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct {
@@ -215,9 +219,11 @@ func TestFilter(t *testing.T) {
 		name     string
 		ents     []ent
 		contents bool
+		strict   bool
 		lim      Limits
 		code     string
 		want     []string
+		skipped  []string
 	}{
 		{name: "clean", ents: []ent{dir("top"), file("top/a", "A"), symlink("top/l", "a"), ent{name: "top/su", typ: tar.TypeReg, mode: 0o4755, body: "S"}, special("top/tty", tar.TypeChar)},
 			want: []string{"top/ 5 0755", "top/a 0 0644 A", "top/l 2 0777 -> a", "top/su 0 0755 S"}},
@@ -226,10 +232,19 @@ func TestFilter(t *testing.T) {
 		{name: "dotdot", ents: []ent{dir("top"), file("top/../../x", "E")}, code: fsproto.CodePathEscape},
 		{name: "absolute", ents: []ent{dir("top"), file("/etc/x", "E")}, code: fsproto.CodePathEscape},
 		{name: "outside the top", ents: []ent{dir("top"), file("other", "E")}, code: fsproto.CodePathEscape},
-		{name: "link out", ents: []ent{dir("top"), symlink("top/l", "/etc")}, code: fsproto.CodePathEscape},
-		{name: "link up", ents: []ent{dir("top"), symlink("top/l", "../..")}, code: fsproto.CodePathEscape},
-		{name: "link up from contents", contents: true, ents: []ent{dir("top"), symlink("top/l", "..")}, code: fsproto.CodePathEscape},
+		{name: "link out", ents: []ent{dir("top"), symlink("top/l", "/etc"), file("top/a", "A")},
+			want: []string{"top/ 5 0755", "top/a 0 0644 A"}, skipped: []string{"top/l -> /etc"}},
+		{name: "link up", ents: []ent{dir("top"), symlink("top/l", "../..")}, want: []string{"top/ 5 0755"}, skipped: []string{"top/l -> ../.."}},
+		// A link from the top folder to its parent leaves the copied folder,
+		// with or without Contents.
+		{name: "link up to the receiver's folder", ents: []ent{dir("top"), symlink("top/l", "../x")}, want: []string{"top/ 5 0755"}, skipped: []string{"top/l -> ../x"}},
+		{name: "link up from contents", contents: true, ents: []ent{dir("top"), symlink("top/l", "..")}, want: []string{"./ 5 0755"}, skipped: []string{"top/l -> .."}},
+		{name: "link out, strict", strict: true, ents: []ent{dir("top"), symlink("top/l", "/etc")}, code: fsproto.CodePathEscape},
+		{name: "link up, strict", strict: true, ents: []ent{dir("top"), symlink("top/l", "../x")}, code: fsproto.CodePathEscape},
+		{name: "link up from contents, strict", strict: true, contents: true, ents: []ent{dir("top"), symlink("top/l", "..")}, code: fsproto.CodePathEscape},
+		{name: "the copied path is a link out", ents: []ent{symlink("top", "/etc")}, code: fsproto.CodePathEscape},
 		{name: "through a link", ents: []ent{dir("top"), symlink("top/l", "."), file("top/l/x", "E")}, code: fsproto.CodePathEscape},
+		{name: "through a skipped link", ents: []ent{dir("top"), symlink("top/l", "/etc"), file("top/l/passwd", "E")}, code: fsproto.CodePathEscape},
 		{name: "hard link", ents: []ent{dir("top"), file("top/a", "A"), hardlink("top/h", "top/a")}, code: fsproto.CodePathEscape},
 		{name: "cap", lim: Limits{MaxBytes: 1}, ents: []ent{dir("top"), file("top/a", "AA")}, code: fsproto.CodeTooLarge},
 		{name: "empty", code: fsproto.CodeBadArchive},
@@ -238,7 +253,7 @@ func TestFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			data := mkTar(t, tc.ents...)
-			_, err := Filter(&out, bytes.NewReader(data), FilterOptions{Limits: tc.lim, Contents: tc.contents})
+			res, err := Filter(&out, bytes.NewReader(data), FilterOptions{Limits: tc.lim, Contents: tc.contents, Strict: tc.strict})
 			if codeOf(err) != tc.code {
 				t.Fatalf("error %v, want %q", err, tc.code)
 			}
@@ -247,6 +262,15 @@ func TestFilter(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, listTar(t, out.Bytes())); diff != "" {
 				t.Errorf("filtered (-want +got):\n%s", diff)
+			}
+			var skipped []string
+			for _, sk := range res.Skipped {
+				if sk.Type == fsproto.TypeSymlink {
+					skipped = append(skipped, sk.Name+" -> "+sk.LinkTarget)
+				}
+			}
+			if diff := cmp.Diff(tc.skipped, skipped); diff != "" {
+				t.Errorf("skipped links (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -258,11 +282,113 @@ func TestWalkLinks(t *testing.T) {
 	s := newSandbox(t)
 	os.MkdirAll(filepath.Join(s.base, "sub"), 0o755)
 	os.Symlink("..", filepath.Join(s.base, "sub", "x"))
-	if err := walkLinks(s.root, ".", 0); err != nil {
-		t.Fatalf("a link to the root: %v", err)
+	walk := func() map[string]bool {
+		got := map[string]bool{}
+		if err := walkLinks(s.root, ".", 0, func(p string, out bool) error {
+			got[p] = out
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if diff := cmp.Diff(map[string]bool{"sub/x": false}, walk()); diff != "" {
+		t.Fatalf("a link to the root (-want +got):\n%s", diff)
 	}
 	os.Symlink("x/..", filepath.Join(s.base, "sub", "y"))
-	if err := walkLinks(s.root, ".", 0); codeOf(err) != fsproto.CodePathEscape {
-		t.Fatalf("a chain leading out: %v", err)
+	if diff := cmp.Diff(map[string]bool{"sub/x": false, "sub/y": true}, walk()); diff != "" {
+		t.Fatalf("a chain leading out (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreateSwapAtTheWorstMoment: the swap of TestCreateSwapRace, made
+// deterministic: a hook runs between the listing of a folder and the
+// opening of one of its entries, and swaps that entry there and then.
+// Whatever it is swapped for, nothing outside the root is archived: a
+// folder or file that became a link leading out refuses the copy
+// (path_escape); a link or file that became something else is skipped and
+// reported; a folder that became a link inside archives what is inside.
+func TestCreateSwapAtTheWorstMoment(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entry   string                        // the entry swapped, from the root
+		swap    func(s *sandbox, p string)    // p: the entry's path on disk
+		code    string                        // Create's error code
+		skipped []string                      // "name type reason"
+		check   func(t *testing.T, ar string) // on the archive's listing
+	}{
+		{name: "folder to a link to the outside", entry: "top/d", code: fsproto.CodePathEscape,
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return os.Symlink(s.canary, p) }) }},
+		{name: "folder to a relative link to the outside", entry: "top/d", code: fsproto.CodePathEscape,
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return os.Symlink("../../canary", p) }) }},
+		{name: "folder to a link to /", entry: "top/d", code: fsproto.CodePathEscape,
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return os.Symlink("/", p) }) }},
+		{name: "file to a link to the outside", entry: "top/f", code: fsproto.CodePathEscape,
+			swap: func(s *sandbox, p string) {
+				swapFor(t, p, func() error { return os.Symlink(filepath.Join(s.canary, "secret"), p) })
+			}},
+		{name: "file to a FIFO", entry: "top/f", skipped: []string{"top/f fifo changed while the copy ran"},
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return syscall.Mkfifo(p, 0o644) }) }},
+		{name: "link to a folder", entry: "top/l", skipped: []string{"top/l symlink changed while the copy ran"},
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return os.Mkdir(p, 0o755) }) }},
+		{name: "folder to a link inside", entry: "top/d",
+			swap: func(s *sandbox, p string) { swapFor(t, p, func() error { return os.Symlink("other", p) }) },
+			check: func(t *testing.T, ar string) {
+				if !strings.Contains(ar, "top/d/o 0 0644 O") {
+					t.Errorf("the folder swapped for a link inside was not archived from where the link leads:\n%s", ar)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			mustWrite(t, filepath.Join(s.base, "top", "d", "inside"), "inside")
+			mustWrite(t, filepath.Join(s.base, "top", "f"), "F")
+			mustWrite(t, filepath.Join(s.base, "top", "other", "o"), "O")
+			os.Symlink("f", filepath.Join(s.base, "top", "l"))
+			hit := 0
+			testHookChild = func(name string) {
+				if name == tc.entry {
+					hit++
+					tc.swap(s, filepath.Join(s.base, filepath.FromSlash(name)))
+				}
+			}
+			defer func() { testHookChild = nil }()
+			var buf bytes.Buffer
+			res, err := Create(&buf, s.root, "top", CreateOptions{})
+			if hit != 1 {
+				t.Fatalf("the swap ran %d times, want once", hit)
+			}
+			if codeOf(err) != tc.code {
+				t.Fatalf("Create: %v, want code %q", err, tc.code)
+			}
+			if strings.Contains(buf.String(), "secret") {
+				t.Fatal("the archive holds the secret from outside the root")
+			}
+			s.checkCanary()
+			if err != nil {
+				return
+			}
+			var skipped []string
+			for _, sk := range res.Skipped {
+				skipped = append(skipped, sk.Name+" "+sk.Type+" "+sk.Reason)
+			}
+			if diff := cmp.Diff(tc.skipped, skipped); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+			if tc.check != nil {
+				tc.check(t, strings.Join(listTar(t, buf.Bytes()), "\n"))
+			}
+		})
+	}
+}
+
+// swapFor moves p aside (to p.real) and makes something else at p.
+func swapFor(t *testing.T, p string, make func() error) {
+	if err := os.Rename(p, p+".real"); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := make(); err != nil {
+		t.Error(err)
 	}
 }

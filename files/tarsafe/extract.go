@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
@@ -39,6 +40,11 @@ type Options struct {
 	// is taken off them. Setuid, setgid and sticky bits are never kept.
 	KeepMode bool
 	Umask    fs.FileMode
+	// Strict refuses the whole copy (path_escape) when a symbolic link of
+	// the archive leads outside the copied tree; by default such a link is
+	// not written, is reported in Result.Skipped, and the rest of the copy
+	// completes.
+	Strict bool
 }
 
 // Extract reads a tar archive from r and writes it to d inside base.
@@ -148,12 +154,29 @@ type extractor struct {
 	br  *bufio.Reader
 	tr  *tar.Reader
 
-	stg      *os.Root // where entries are written
-	mapName  func(string) (string, error)
-	entries  int64
-	total    int64
-	deferred []dirMode // folders with modes that would block the extraction
-	rootMode *fs.FileMode
+	stg     *os.Root // where entries are written
+	mapName func(string) (string, error)
+	// treePrefix is what starts the names (mapName's) of the copied
+	// tree's entries: "top/" when a folder is copied into an existing
+	// folder under its own name, "" when the tree is the destination.
+	// Links must stay inside the tree.
+	treePrefix string
+	// archiveTop is "top/" for an archive made by Create (its copied
+	// folder's name), "" for a raw one: with a name relative to the
+	// copied tree, it makes the name the result reports.
+	archiveTop string
+	// links are the names of the symbolic links written (mapName's), for
+	// the check after a merge; linksOver says there were more than
+	// maxDeferred.
+	links     []string
+	linksOver bool
+	// skippedLinks are the names of the links not written: an entry
+	// under one is refused (Create never makes one).
+	skippedLinks map[string]bool
+	entries      int64
+	total        int64
+	deferred     []dirMode // folders with modes that would block the extraction
+	rootMode     *fs.FileMode
 
 	parentName string // the folder parentRoot is open on
 	parentRoot *os.Root
@@ -235,6 +258,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 	if h.Typeflag != tar.TypeDir {
 		return x.single(base, dpath, d, h, top, exists, fi)
 	}
+	x.archiveTop = top + "/"
 	under := func(strip bool) func(string) (string, error) {
 		return func(n string) (string, error) {
 			if n == top {
@@ -257,6 +281,9 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 		return errorf(fsproto.CodeNotDirectory, "cannot copy a folder onto it: it is not a folder")
 	case exists:
 		x.mapName = under(d.Contents)
+		if !d.Contents {
+			x.treePrefix = top + "/"
+		}
 		return x.into(base, dpath, h)
 	default:
 		// A new folder: extract into a staging folder next to it, then
@@ -366,13 +393,36 @@ func (x *extractor) into(base *os.Root, dpath string, first *tar.Header) error {
 	}
 	x.closeParent()
 	x.rootMode = nil // an existing folder keeps its mode
-	if err := merge(dst, stgName, ".", true); err != nil {
+	followed := false
+	if err := merge(dst, stgName, ".", true, &followed); err != nil {
 		return err
 	}
-	if err := merge(dst, stgName, ".", false); err != nil {
+	if followed && x.linksOver {
+		return errorf(fsproto.CodeTooLarge, "the copy has more than %d symbolic links and goes through a link of the destination: too many links to check", maxDeferred)
+	}
+	extracting("merge", ".")
+	if err := merge(dst, stgName, ".", false, nil); err != nil {
 		return err
 	}
+	if err := x.checkLanded(dst); err != nil {
+		return err
+	}
+	extracting("modes", ".")
 	return x.applyModes(dst)
+}
+
+// testHookExtract, when set (by tests only), runs before a phase of an
+// extraction into an existing folder changes the destination ("merge",
+// "modes"), and when the merge is about to move entries into an existing
+// folder of the destination ("merge-dir", its name): the windows in which
+// sandboxed code (when the destination is in a sandbox) can swap a folder
+// of it for a link.
+var testHookExtract func(stage, name string)
+
+func extracting(stage, name string) {
+	if testHookExtract != nil {
+		testHookExtract(stage, name)
+	}
 }
 
 // single copies a file or symbolic link (the archive's only entry).
@@ -413,10 +463,13 @@ func (x *extractor) single(base *os.Root, dpath string, d Dest, h *tar.Header, t
 			return err
 		}
 		written = true
-		if err := x.writeFile(dir, tmp, h, name); err != nil {
+		if err := x.writeFile(dir, tmp, h, name, top); err != nil {
 			return err
 		}
 	case tar.TypeSymlink:
+		// The copied path is itself a link: it is written when it stays
+		// in the destination's folder, and refused otherwise, Strict or
+		// not (skipping it would copy nothing and report success).
 		if !LinkInside(name, h.Linkname) {
 			return errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the destination: refused", top, h.Linkname)
 		}
@@ -507,8 +560,9 @@ func copyFull(dst io.Writer, src io.Reader, buf []byte) (int64, error) {
 	}
 }
 
-// writeFile creates name in dir (it must not exist) with h's content.
-func (x *extractor) writeFile(dir *os.Root, name string, h *tar.Header, display string) error {
+// writeFile creates name in dir (it must not exist) with h's content;
+// display names it in messages, report in the result.
+func (x *extractor) writeFile(dir *os.Root, name string, h *tar.Header, display, report string) error {
 	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fsproto.FromOS(err, display)
@@ -526,7 +580,7 @@ func (x *extractor) writeFile(dir *os.Root, name string, h *tar.Header, display 
 		return err
 	}
 	if h.Mode&0o7000 != 0 {
-		x.res.strip(display)
+		x.res.strip(report)
 	}
 	if err := f.Chmod(permOf(h.Mode, x.o.KeepMode, x.o.Umask)); err != nil {
 		f.Close()
@@ -592,9 +646,14 @@ func (x *extractor) entry(h *tar.Header) error {
 		x.rootMode = &m
 		x.res.Dirs++
 		if h.Mode&0o7000 != 0 {
-			x.res.strip(".")
+			x.res.strip(reportName(clean))
 		}
 		return nil
+	}
+	for i := 0; i < len(name) && len(x.skippedLinks) > 0; i++ {
+		if name[i] == '/' && x.skippedLinks[name[:i]] {
+			return errorf(fsproto.CodePathEscape, "entry %q lies under a symbolic link of the archive that leads outside the copy: refused", h.Name)
+		}
 	}
 	if name == x.parentName {
 		x.closeParent() // the entry may replace the folder
@@ -623,7 +682,7 @@ func (x *extractor) entry(h *tar.Header) error {
 			x.res.Dirs++
 		}
 		if h.Mode&0o7000 != 0 {
-			x.res.strip(name)
+			x.res.strip(clean)
 		}
 		m := permOf(h.Mode, x.o.KeepMode, x.o.Umask)
 		if m&0o700 != 0o700 {
@@ -650,10 +709,21 @@ func (x *extractor) entry(h *tar.Header) error {
 		if err := x.clear(p, base, name); err != nil {
 			return err
 		}
-		return x.writeFile(p, base, h, name)
+		return x.writeFile(p, base, h, name, clean)
 	case tar.TypeSymlink:
-		if !LinkInside(name, h.Linkname) {
-			return errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the destination: refused", name, h.Linkname)
+		if !LinkInside(strings.TrimPrefix(name, x.treePrefix), h.Linkname) {
+			if x.o.Strict {
+				return errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the copy: refused (--strict)", name, h.Linkname)
+			}
+			if len(x.skippedLinks) >= maxDeferred {
+				return errorf(fsproto.CodeTooLarge, "the copy has more than %d symbolic links that lead outside it", maxDeferred)
+			}
+			if x.skippedLinks == nil {
+				x.skippedLinks = map[string]bool{}
+			}
+			x.skippedLinks[name] = true
+			x.res.skipLink(clean, fsproto.TypeSymlink, linkReason(h.Linkname), h.Linkname)
+			return nil
 		}
 		p, err := x.parent(dirName)
 		if err != nil {
@@ -694,12 +764,20 @@ func (x *extractor) entry(h *tar.Header) error {
 		x.res.Hardlinks++
 		return nil
 	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		x.res.skip(name, skippedType(h), "devices, FIFOs and sockets are not copied")
+		x.res.skip(clean, skippedType(h), "devices, FIFOs and sockets are not copied")
 		return nil
 	default:
-		x.res.skip(name, typeName(h.Typeflag), "unsupported entry type")
+		x.res.skip(clean, typeName(h.Typeflag), "unsupported entry type")
 		return nil
 	}
+}
+
+// reportName is an archive name as results report it ("." for the root).
+func reportName(clean string) string {
+	if clean == "" {
+		return "."
+	}
+	return clean
 }
 
 // clear removes what an earlier entry of the same name left (archives may
@@ -721,16 +799,80 @@ func (x *extractor) clear(p *os.Root, base, name string) error {
 	return nil
 }
 
-// checkLinks refuses the copy when a symbolic link it wrote resolves,
-// through other links, to somewhere outside the staging root.
+// checkLinks finds the symbolic links written in the staging root that
+// resolve, through other links, to somewhere outside the copied tree: each
+// is removed and reported (Strict: the copy is refused). It records the
+// links that stay, for checkLanded.
 func (x *extractor) checkLinks(stg *os.Root) error {
 	if x.res.Symlinks == 0 {
 		return nil
 	}
-	return walkLinks(stg, ".", 0)
+	tree := stg
+	if x.treePrefix != "" {
+		t, err := stg.OpenRoot(filepath.FromSlash(strings.TrimSuffix(x.treePrefix, "/")))
+		if err != nil {
+			return fsproto.FromOS(err, "")
+		}
+		defer t.Close()
+		tree = t
+	}
+	return walkLinks(tree, ".", 0, func(p string, out bool) error {
+		if !out {
+			if len(x.links) < maxDeferred {
+				x.links = append(x.links, x.treePrefix+p)
+			} else {
+				x.linksOver = true
+			}
+			return nil
+		}
+		if x.o.Strict {
+			return errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the copy (through other links): refused (--strict)", p)
+		}
+		target, _ := tree.Readlink(filepath.FromSlash(p))
+		if err := tree.Remove(filepath.FromSlash(p)); err != nil {
+			return fsproto.FromOS(err, p)
+		}
+		x.res.Symlinks--
+		x.res.skipLink(x.archiveTop+p, fsproto.TypeSymlink, ReasonLinkChain, target)
+		return nil
+	})
 }
 
-func walkLinks(r *os.Root, dir string, depth int) error {
+// checkLanded checks, after a merge into an existing folder, the links the
+// copy placed there: a folder of the destination that is itself a link
+// (one that stays inside, so the merge followed it) puts what the copy
+// holds elsewhere, and a relative link may then lead outside. Such a link
+// is removed and reported (Strict: the copy fails, the rest of it stays).
+func (x *extractor) checkLanded(dst *os.Root) error {
+	var first error
+	for _, p := range x.links {
+		name := filepath.FromSlash(p)
+		fi, err := dst.Lstat(name)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if _, err := dst.Stat(name); !fsproto.IsEscape(err) {
+			continue
+		}
+		target, _ := dst.Readlink(name)
+		if err := dst.Remove(name); err != nil {
+			return fsproto.FromOS(err, p)
+		}
+		x.res.Symlinks--
+		if x.o.Strict {
+			if first == nil {
+				first = errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the destination from where it landed (through a link the destination already had): it was removed, and the copy refused (--strict)", p)
+			}
+			continue
+		}
+		x.res.skipLink(x.archiveTop+strings.TrimPrefix(p, x.treePrefix), fsproto.TypeSymlink, ReasonLinkLanded, target)
+	}
+	return first
+}
+
+// walkLinks calls each for every symbolic link below dir of r, with
+// whether it resolves (through other links) outside r.
+func walkLinks(r *os.Root, dir string, depth int, each func(p string, out bool) error) error {
 	if depth > maxDepth {
 		return errorf(fsproto.CodeTooLarge, "folders nested deeper than %d levels", maxDepth)
 	}
@@ -745,11 +887,12 @@ func walkLinks(r *os.Root, dir string, depth int) error {
 			p := join(dir, e.Name())
 			switch {
 			case e.Type()&fs.ModeSymlink != 0:
-				if _, err := r.Stat(filepath.FromSlash(p)); fsproto.IsEscape(err) {
-					return errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the destination (through other links): refused", p)
+				_, serr := r.Stat(filepath.FromSlash(p))
+				if err := each(p, fsproto.IsEscape(serr)); err != nil {
+					return err
 				}
 			case e.IsDir():
-				if err := walkLinks(r, p, depth+1); err != nil {
+				if err := walkLinks(r, p, depth+1, each); err != nil {
 					return err
 				}
 			}
@@ -785,7 +928,10 @@ func (x *extractor) applyModes(dst *os.Root) error {
 // written through). With check, it changes nothing and only reports the
 // conflicts and escapes a merge would meet, so that a refused copy leaves
 // the destination as it was.
-func merge(dst *os.Root, stg, rel string, check bool) error {
+//
+// followed, when not nil, is set when the merge goes into a folder of the
+// destination through a symbolic link.
+func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 	src := join(stg, rel)
 	process := func(e fs.DirEntry) error {
 		s, t := join(src, e.Name()), join(rel, e.Name())
@@ -808,11 +954,17 @@ func merge(dst *os.Root, stg, rel string, check bool) error {
 					return fsproto.FromOS(err, t)
 				}
 				tfi = st
+				if followed != nil {
+					*followed = true
+				}
 			}
 			if !tfi.IsDir() {
 				return errorf(fsproto.CodeNotDirectory, "cannot replace %s, which is not a folder, with a folder", t)
 			}
-			if err := merge(dst, stg, t, check); err != nil {
+			if !check {
+				extracting("merge-dir", t)
+			}
+			if err := merge(dst, stg, t, check, followed); err != nil {
 				return err
 			}
 			if check {

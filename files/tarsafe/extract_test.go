@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 )
@@ -83,7 +85,7 @@ func TestExtractKeepsModesAndTimes(t *testing.T) {
 	if diff := cmp.Diff(want, tree(t, s.base)); diff != "" {
 		t.Errorf("modes (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"x", "g"}, res.Stripped); diff != "" {
+	if diff := cmp.Diff([]string{"top/x", "top/g"}, res.Stripped); diff != "" {
 		t.Errorf("stripped (-want +got):\n%s", diff)
 	}
 	fi, err := os.Stat(filepath.Join(s.base, "dst", "x"))
@@ -100,13 +102,14 @@ func TestExtractKeepsModesAndTimes(t *testing.T) {
 func TestExtractHostile(t *testing.T) {
 	big := int64(100) << 30
 	tests := []struct {
-		name  string
-		setup func(s *sandbox)
-		dest  Dest
-		ents  []ent
-		data  func(s *sandbox) []byte // instead of ents
-		lim   Limits
-		code  string
+		name   string
+		setup  func(s *sandbox)
+		dest   Dest
+		ents   []ent
+		data   func(s *sandbox) []byte // instead of ents
+		lim    Limits
+		strict bool
+		code   string
 		// want is the base folder afterwards (nil: empty).
 		want []string
 	}{
@@ -119,8 +122,13 @@ func TestExtractHostile(t *testing.T) {
 		}, code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
 		{name: "entry outside the top folder", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("other", "E")}, code: fsproto.CodePathEscape},
 		{name: "second entry of a file copy", dest: Dest{Path: "f"}, ents: []ent{file("f", "F"), file("g", "E")}, code: fsproto.CodePathEscape},
-		{name: "absolute symlink", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/out", "/etc")}, code: fsproto.CodePathEscape},
-		{name: "symlink up and out", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/out2", "../../..")}, code: fsproto.CodePathEscape},
+		{name: "absolute symlink, strict", strict: true, dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/a", "A"), symlink("top/out", "/etc")}, code: fsproto.CodePathEscape},
+		{name: "symlink up and out, strict", strict: true, dest: Dest{Path: "dst"}, ents: []ent{dir("top"), file("top/a", "A"), symlink("top/out2", "../../..")}, code: fsproto.CodePathEscape},
+		{name: "symlink up to the destination, into an existing folder, strict", strict: true, setup: mkdirDst, dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/up", "../x")},
+			code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "symlink chain out, raw, strict", strict: true, setup: mkdirDst, dest: Dest{Path: "dst", Raw: true}, ents: []ent{dir("a"), symlink("a/s", "."), dir("a/s/b"), symlink("a/s/b/l", "../../../x")},
+			code: fsproto.CodePathEscape, want: []string{"dst/ 0755"}},
+		{name: "symlink out then a file through it, not strict", dest: Dest{Path: "dst"}, ents: []ent{dir("top"), symlink("top/out", "/etc"), file("top/out/passwd", "E")}, code: fsproto.CodePathEscape},
 		{name: "symlink out then a file through it", dest: Dest{Path: "dst"}, data: func(s *sandbox) []byte {
 			return mkTar(t, dir("top"), symlink("top/link", s.canary), file("top/link/x", "E"))
 		}, code: fsproto.CodePathEscape},
@@ -178,7 +186,7 @@ func TestExtractHostile(t *testing.T) {
 			if data == nil {
 				data = func(*sandbox) []byte { return mkTar(t, tc.ents...) }
 			}
-			_, err := s.extract(tc.dest, data(s), Options{Limits: tc.lim, Umask: 0o022})
+			_, err := s.extract(tc.dest, data(s), Options{Limits: tc.lim, Umask: 0o022, Strict: tc.strict})
 			if got := codeOf(err); got != tc.code {
 				t.Fatalf("error code %q, want %q (%v)", got, tc.code, err)
 			}
@@ -211,11 +219,11 @@ func TestExtractSkipsDevicesAndStripsBits(t *testing.T) {
 		t.Errorf("destination (-want +got):\n%s", diff)
 	}
 	want := []Skipped{
-		{"tty", "char-device", "devices, FIFOs and sockets are not copied"},
-		{"sda", "block-device", "devices, FIFOs and sockets are not copied"},
-		{"fifo", "fifo", "devices, FIFOs and sockets are not copied"},
-		{"sock", "socket", "devices, FIFOs and sockets are not copied"},
-		{"odd", `type 'Z'`, "unsupported entry type"},
+		{Name: "tty", Type: "char-device", Reason: "devices, FIFOs and sockets are not copied"},
+		{Name: "sda", Type: "block-device", Reason: "devices, FIFOs and sockets are not copied"},
+		{Name: "fifo", Type: "fifo", Reason: "devices, FIFOs and sockets are not copied"},
+		{Name: "sock", Type: "socket", Reason: "devices, FIFOs and sockets are not copied"},
+		{Name: "odd", Type: `type 'Z'`, Reason: "unsupported entry type"},
 	}
 	if diff := cmp.Diff(want, res.Skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
@@ -348,5 +356,268 @@ func TestHumanSize(t *testing.T) {
 		if got := HumanSize(n); got != want {
 			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// venvEnts is a tree shaped like a Python virtualenv or a node_modules
+// folder: links that stay inside (relative, up to the copied folder, a
+// dangling one, a chain) and links that lead outside (absolute, to /proc
+// and /etc, climbing out with "..", dangling outside, and a chain that ends
+// on a link that is not written).
+func venvEnts() []ent {
+	return []ent{
+		dir("venv"), dir("venv/bin"), file("venv/bin/activate", "A"),
+		symlink("venv/bin/python", "/usr/bin/python3"),
+		symlink("venv/bin/python3", "python"),
+		symlink("venv/bin/py", "./python3"),
+		dir("venv/lib"), dir("venv/lib/site"), file("venv/lib/site/pkg.py", "P"),
+		symlink("venv/lib64", "lib"),
+		symlink("venv/lib/site/bin", "../../bin"),
+		symlink("venv/lib/etc", "../../etc"),
+		symlink("venv/lib/up", ".."),
+		symlink("venv/environ", "/proc/self/environ"),
+		symlink("venv/passwd", "/etc/passwd"),
+		symlink("venv/dangling", "nothing"),
+		symlink("venv/dangling-out", "../nothing"),
+		symlink("venv/chain", "bin/py"),
+		symlink("venv/lib/deep", "site/../../../x"),
+	}
+}
+
+var venvSkipped = []Skipped{
+	{Name: "venv/bin/python", Type: "symlink", Reason: ReasonLinkAbsolute, LinkTarget: "/usr/bin/python3"},
+	{Name: "venv/lib/etc", Type: "symlink", Reason: ReasonLinkOut, LinkTarget: "../../etc"},
+	{Name: "venv/environ", Type: "symlink", Reason: ReasonLinkAbsolute, LinkTarget: "/proc/self/environ"},
+	{Name: "venv/passwd", Type: "symlink", Reason: ReasonLinkAbsolute, LinkTarget: "/etc/passwd"},
+	{Name: "venv/dangling-out", Type: "symlink", Reason: ReasonLinkOut, LinkTarget: "../nothing"},
+	{Name: "venv/lib/deep", Type: "symlink", Reason: ReasonLinkOut, LinkTarget: "site/../../../x"},
+}
+
+// venvTree is what a copy of venvEnts writes, under prefix.
+func venvTree(prefix string) []string {
+	out := []string{prefix + "/ 0755"}
+	for _, e := range []string{"bin/ 0755", "bin/activate 0644 A", "bin/py -> ./python3", "bin/python3 -> python",
+		"chain -> bin/py", "dangling -> nothing", "lib/ 0755", "lib/site/ 0755", "lib/site/bin -> ../../bin",
+		"lib/site/pkg.py 0644 P", "lib/up -> ..", "lib64 -> lib"} {
+		out = append(out, prefix+"/"+e)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestExtractSkipsLinksThatLeadOut: a copy of a tree full of links
+// completes; the links that stay inside the copied tree are written as they
+// are, the ones that lead outside are not written and are each reported;
+// Strict refuses the copy and leaves nothing. Whatever the destination's
+// shape, nothing outside it changes.
+func TestExtractSkipsLinksThatLeadOut(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		setup  func(s *sandbox)
+		dest   Dest
+		prefix string // where the tree lands
+		before []string
+	}{
+		{name: "new destination", dest: Dest{Path: "dst"}, prefix: "dst"},
+		{name: "into an existing folder", setup: mkdirDst, dest: Dest{Path: "dst"}, prefix: "dst/venv", before: []string{"dst/ 0755"}},
+		{name: "contents into an existing folder", setup: func(s *sandbox) { mustWrite(t, filepath.Join(s.base, "dst", "mine"), "M") },
+			dest: Dest{Path: "dst", Contents: true}, prefix: "dst", before: []string{"dst/ 0755", "dst/mine 0644 M"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			if tc.setup != nil {
+				tc.setup(s)
+			}
+			res, err := s.extract(tc.dest, mkTar(t, venvEnts()...), Options{Umask: 0o022})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := venvTree(tc.prefix)
+			switch tc.name {
+			case "contents into an existing folder":
+				want = append(want[1:], "dst/ 0755", "dst/mine 0644 M")
+			case "into an existing folder":
+				want = append(want, "dst/ 0755")
+			}
+			sort.Strings(want)
+			if diff := cmp.Diff(want, tree(t, s.base)); diff != "" {
+				t.Errorf("destination (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(venvSkipped, res.Skipped); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+			if res.SkippedCount != int64(len(venvSkipped)) || res.Symlinks != 7 || res.Files != 2 {
+				t.Errorf("result %+v", res)
+			}
+			s.checkCanary()
+			s.noStaging()
+			checkLinksInside(t, filepath.Join(s.base, tc.prefix))
+
+			// Strict: refused, nothing left.
+			s2 := newSandbox(t)
+			if tc.setup != nil {
+				tc.setup(s2)
+			}
+			if _, err := s2.extract(tc.dest, mkTar(t, venvEnts()...), Options{Strict: true}); codeOf(err) != fsproto.CodePathEscape {
+				t.Fatalf("strict: %v, want path_escape", err)
+			}
+			if diff := cmp.Diff(tc.before, tree(t, s2.base)); diff != "" {
+				t.Errorf("strict: the destination changed (-want +got):\n%s", diff)
+			}
+			s2.checkCanary()
+		})
+	}
+	// Raw (cp - DST): the archive's root is the destination folder.
+	s := newSandbox(t)
+	mkdirDst(s)
+	// A chain that only resolves outside once written: d/s -> . puts
+	// d/s/b/l at d/b/l, where ../../../x leads out of the destination.
+	res, err := s.extract(Dest{Path: "dst", Raw: true}, mkTar(t, file("a", "A"), symlink("l", "a"), symlink("up", "../a"), symlink("abs", "/a"),
+		dir("d"), symlink("d/s", "."), dir("d/s/b"), symlink("d/s/b/l", "../../../x")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"dst/ 0755", "dst/a 0644 A", "dst/d/ 0755", "dst/d/b/ 0755", "dst/d/s -> .", "dst/l -> a"}, tree(t, s.base)); diff != "" {
+		t.Errorf("raw (-want +got):\n%s", diff)
+	}
+	want := []Skipped{
+		{Name: "up", Type: "symlink", Reason: ReasonLinkOut, LinkTarget: "../a"},
+		{Name: "abs", Type: "symlink", Reason: ReasonLinkAbsolute, LinkTarget: "/a"},
+		{Name: "d/b/l", Type: "symlink", Reason: ReasonLinkChain, LinkTarget: "../../../x"},
+	}
+	if diff := cmp.Diff(want, res.Skipped); diff != "" {
+		t.Errorf("raw skipped (-want +got):\n%s", diff)
+	}
+	s.checkCanary()
+	checkLinksInside(t, filepath.Join(s.base, "dst"))
+}
+
+// checkLinksInside fails when a link below root resolves outside it.
+func checkLinksInside(t *testing.T, root string) {
+	t.Helper()
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := walkLinks(r, ".", 0, func(p string, out bool) error {
+		if out {
+			t.Errorf("%s leads outside %s", p, root)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExtractLinksWhereTheyLand: a link of the destination that stays
+// inside it (planted by an earlier copy: dst/sub -> .) is followed by the
+// merge, so what the copy holds under sub/ lands one level higher; a
+// relative link that looked inside in the staging folder then leads out of
+// the destination. It is removed and reported (Strict: refused).
+func TestExtractLinksWhereTheyLand(t *testing.T) {
+	setup := func(s *sandbox) {
+		mustWrite(t, filepath.Join(s.base, "x"), "next to the destination")
+		mkdirDst(s)
+		os.Symlink(".", filepath.Join(s.base, "dst", "sub"))
+	}
+	data := func() []byte {
+		return mkTar(t, dir("top"), dir("top/sub"), symlink("top/sub/l", "../x"), file("top/sub/f", "F"),
+			dir("top/sub/new"), symlink("top/sub/new/l2", "../../x"), symlink("top/sub/ok", "f"))
+	}
+	s := newSandbox(t)
+	setup(s)
+	res, err := s.extract(Dest{Path: "dst", Contents: true}, data(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dst/ 0755", "dst/f 0644 F", "dst/new/ 0755", "dst/ok -> f", "dst/sub -> .", "x 0644 next to the destination"}
+	if diff := cmp.Diff(want, tree(t, s.base)); diff != "" {
+		t.Errorf("destination (-want +got):\n%s", diff)
+	}
+	wantSkipped := []Skipped{
+		{Name: "top/sub/l", Type: "symlink", Reason: ReasonLinkLanded, LinkTarget: "../x"},
+		{Name: "top/sub/new/l2", Type: "symlink", Reason: ReasonLinkLanded, LinkTarget: "../../x"},
+	}
+	if diff := cmp.Diff(wantSkipped, res.Skipped, cmpopts.SortSlices(func(a, b Skipped) bool { return a.Name < b.Name })); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if res.Symlinks != 1 {
+		t.Errorf("result %+v", res)
+	}
+	checkLinksInside(t, filepath.Join(s.base, "dst"))
+	s.checkCanary()
+
+	s = newSandbox(t)
+	setup(s)
+	if _, err := s.extract(Dest{Path: "dst", Contents: true}, data(), Options{Strict: true}); codeOf(err) != fsproto.CodePathEscape {
+		t.Fatalf("strict: %v", err)
+	}
+	checkLinksInside(t, filepath.Join(s.base, "dst"))
+	s.checkCanary()
+}
+
+// TestSkippedExactBytes: a name or link target that is not UTF-8 is kept
+// exactly in the *_bytes fields.
+func TestSkippedExactBytes(t *testing.T) {
+	sk := NewSkipped("a\xffb", "symlink", "r", "/t\xfe")
+	if string(sk.NameBytes) != "a\xffb" || string(sk.LinkTargetBytes) != "/t\xfe" {
+		t.Fatalf("%+v", sk)
+	}
+	if sk := NewSkipped("ok", "fifo", "r", ""); sk.NameBytes != nil || sk.LinkTargetBytes != nil {
+		t.Fatalf("%+v", sk)
+	}
+}
+
+// TestExtractWhenALinkIsSwappedIn: extracting into an existing folder that
+// sandboxed code controls (the helper's tar-in), the code swaps a folder of
+// the destination for a link to an existing folder outside after the
+// checks: right before the merge starts, right before it moves entries into
+// that folder, or right before the folders' modes are set. Nothing goes through the link: the folder it
+// leads to keeps its entries, contents and mode.
+func TestExtractWhenALinkIsSwappedIn(t *testing.T) {
+	for _, stage := range []string{"merge", "merge-dir", "modes"} {
+		t.Run(stage, func(t *testing.T) {
+			s := newSandbox(t)
+			outside := filepath.Join(s.top, "outside")
+			mustWrite(t, filepath.Join(outside, "f"), "OUTSIDE")
+			mustWrite(t, filepath.Join(outside, "keep"), "KEEP")
+			os.Chmod(outside, 0o755)
+			mustWrite(t, filepath.Join(s.base, "dst", "sub", "mine"), "M")
+			before := tree(t, outside)
+			fi, _ := os.Stat(outside)
+			swapped := 0
+			testHookExtract = func(st, name string) {
+				if st != stage || st == "merge-dir" && name != "sub" {
+					return
+				}
+				swapped++
+				p := filepath.Join(s.base, "dst", "sub")
+				if err := os.Rename(p, p+".real"); err != nil {
+					t.Error(err)
+				}
+				if err := os.Symlink(outside, p); err != nil {
+					t.Error(err)
+				}
+			}
+			defer func() { testHookExtract = nil }()
+			data := mkTar(t, dir("top"), ent{name: "top/sub", typ: tar.TypeDir, mode: 0o500}, file("top/sub/f", "EVIL"), file("top/sub/new", "EVIL"))
+			_, err := s.extract(Dest{Path: "dst", Contents: true}, data, Options{KeepMode: true})
+			if swapped != 1 {
+				t.Fatalf("the swap ran %d times", swapped)
+			}
+			if err != nil && codeOf(err) != fsproto.CodePathEscape {
+				t.Errorf("extract: %v, want success or path_escape", err)
+			}
+			if diff := cmp.Diff(before, tree(t, outside)); diff != "" {
+				t.Errorf("the folder outside changed (-before +after):\n%s", diff)
+			}
+			if fi2, _ := os.Stat(outside); fi2.Mode() != fi.Mode() {
+				t.Errorf("the folder outside changed mode: %v, was %v", fi2.Mode(), fi.Mode())
+			}
+			if got := tree(t, s.canary); len(got) != 1 || got[0] != "secret 0644 secret" {
+				t.Errorf("the canary changed: %q", got)
+			}
+		})
 	}
 }

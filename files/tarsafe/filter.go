@@ -15,14 +15,19 @@ type FilterOptions struct {
 	// Contents renames the archive's top folder to ".": the stream then
 	// holds what the folder holds (a source ending in "/.").
 	Contents bool
+	// Strict refuses the archive (path_escape) when a symbolic link in the
+	// copied folder leads outside it; by default such a link is left out
+	// of the stream and reported in Result.Skipped, as Extract does.
+	Strict bool
 }
 
 // Filter copies an archive made by Create (from a hostile sender) from r to
 // w for a receiver that extracts it without tarsafe's care (`cp SRC -`,
 // piped into tar): it refuses what Extract refuses (absolute names, "..",
-// links leading out, entries through a symbolic link of the archive, hard
-// links, which Create never makes), drops devices, FIFOs and sockets,
-// strips setuid, setgid and sticky bits, and applies the limits. The result
+// entries through a symbolic link of the archive, hard links, which Create
+// never makes), leaves out (or, Strict, refuses) symbolic links that lead
+// outside the copied folder, drops devices, FIFOs and sockets, strips
+// setuid, setgid and sticky bits, and applies the limits. The result
 // counts what passed. When it fails, w has received part of the archive and
 // no end-of-archive marker.
 func Filter(w io.Writer, r io.Reader, o FilterOptions) (*Result, error) {
@@ -113,20 +118,26 @@ func Filter(w io.Writer, r io.Reader, o FilterOptions) (*Result, error) {
 			res.Files++
 			res.Bytes += h.Size
 		case tar.TypeSymlink:
-			// Relative to the receiver's folder, the archive's root is
-			// the top folder's parent (or, with Contents, the top folder).
-			depthName := name
-			if o.Contents {
-				depthName = strings.TrimPrefix(strings.TrimPrefix(name, top), "/")
-			}
-			if !LinkInside(depthName, h.Linkname) {
-				return nil, errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the copy: refused", name, h.Linkname)
-			}
-			out.Linkname = h.Linkname
 			if len(links) >= maxDeferred {
 				return nil, errorf(fsproto.CodeTooLarge, "the copy has more than %d symbolic links", maxDeferred)
 			}
+			// Entries under a link are refused, written or not.
 			links[name] = true
+			// A link must stay inside the copied folder. The copied path
+			// itself, a link, is checked from the receiver's folder and
+			// refused when it leads out (there is nothing else to copy).
+			if name == top {
+				if !LinkInside(name, h.Linkname) {
+					return nil, errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the copy: refused", name, h.Linkname)
+				}
+			} else if !LinkInside(name[len(top)+1:], h.Linkname) {
+				if o.Strict {
+					return nil, errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the copy: refused (--strict)", name, h.Linkname)
+				}
+				res.skipLink(name, fsproto.TypeSymlink, linkReason(h.Linkname), h.Linkname)
+				continue
+			}
+			out.Linkname = h.Linkname
 			res.Symlinks++
 		case tar.TypeLink:
 			// Create never makes hard links.

@@ -12,8 +12,13 @@
 //     can make it write outside the destination;
 //   - names that are absolute, contain "..", a NUL byte or are longer than
 //     MaxNameLen are refused (path_escape / bad_archive); so are hard links
-//     to anything but a file this same archive wrote, and symbolic links whose
-//     target is absolute or leads outside the destination;
+//     to anything but a file this same archive wrote;
+//   - a symbolic link whose target is absolute or leads outside the copied
+//     tree (lexically, through other links, or from where it lands when the
+//     merge follows a link the destination already had) is not written and
+//     is reported in Result.Skipped, and the rest of the copy completes;
+//     Options.Strict refuses the whole copy instead (path_escape). When the
+//     copied path is itself such a link, the copy is refused either way;
 //   - character and block devices, FIFOs and sockets are skipped and
 //     reported; setuid, setgid and sticky bits are stripped and reported;
 //   - Limits cap the total size of the files, the size of one file and the
@@ -41,6 +46,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 )
@@ -88,9 +94,30 @@ func (l Limits) Norm() Limits {
 
 // Skipped is an entry that was not copied.
 type Skipped struct {
+	// Name is the entry's name in the archive (the source's path, from the
+	// copied folder's name), as a string: bytes that are not UTF-8 are
+	// replaced by U+FFFD in JSON; NameBytes then holds them exactly.
 	Name   string `json:"name"`
 	Type   string `json:"type"`
 	Reason string `json:"reason"`
+	// LinkTarget is a skipped symbolic link's target ("" for the rest);
+	// LinkTargetBytes holds it exactly when it is not UTF-8.
+	LinkTarget      string `json:"link_target"`
+	NameBytes       []byte `json:"name_bytes,omitempty"`
+	LinkTargetBytes []byte `json:"link_target_bytes,omitempty"`
+}
+
+// NewSkipped returns a Skipped entry, with the exact bytes of a name or
+// link target that is not valid UTF-8.
+func NewSkipped(name, typ, reason, target string) Skipped {
+	s := Skipped{Name: name, Type: typ, Reason: reason, LinkTarget: target}
+	if !utf8.ValidString(name) {
+		s.NameBytes = []byte(name)
+	}
+	if !utf8.ValidString(target) {
+		s.LinkTargetBytes = []byte(target)
+	}
+	return s
 }
 
 // Result counts what a copy wrote (or, for Create, archived).
@@ -101,7 +128,8 @@ type Result struct {
 	Hardlinks int64 `json:"hardlinks"`
 	Bytes     int64 `json:"bytes"`
 	// Skipped lists (at most 100 of) the entries not copied: devices,
-	// FIFOs, sockets, unknown types. SkippedCount counts all of them.
+	// FIFOs, sockets, unknown types, and symbolic links that lead outside
+	// the copy (unless Strict). SkippedCount counts all of them.
 	Skipped      []Skipped `json:"skipped"`
 	SkippedCount int64     `json:"skipped_count"`
 	// Stripped lists (at most 100 of) the entries whose setuid, setgid or
@@ -112,11 +140,29 @@ type Result struct {
 
 func newResult() *Result { return &Result{Skipped: []Skipped{}, Stripped: []string{}} }
 
-func (r *Result) skip(name, typ, reason string) {
+func (r *Result) skip(name, typ, reason string) { r.skipLink(name, typ, reason, "") }
+
+func (r *Result) skipLink(name, typ, reason, target string) {
 	r.SkippedCount++
 	if len(r.Skipped) < maxReported {
-		r.Skipped = append(r.Skipped, Skipped{Name: name, Type: typ, Reason: reason})
+		r.Skipped = append(r.Skipped, NewSkipped(name, typ, reason, target))
 	}
+}
+
+// Reasons a symbolic link is skipped (or, with Strict, refused).
+const (
+	ReasonLinkAbsolute = "an absolute symbolic link: it leads outside the copy"
+	ReasonLinkOut      = "a symbolic link that leads outside the copy"
+	ReasonLinkChain    = "a symbolic link that leads outside the copy through other links"
+	ReasonLinkLanded   = "a symbolic link that leads outside the destination from where it landed (through a link the destination already had)"
+)
+
+// linkReason says why a link whose target LinkInside refused leads out.
+func linkReason(target string) string {
+	if strings.HasPrefix(target, "/") || (runtime.GOOS == "windows" && filepath.IsAbs(target)) {
+		return ReasonLinkAbsolute
+	}
+	return ReasonLinkOut
 }
 
 func (r *Result) strip(name string) {
