@@ -299,7 +299,7 @@ phase "go test" run_go_test "$@"
 # input. A failure fails the run (the failing input is written under the
 # package's testdata/fuzz/).
 declare -A FUZZ_COUNTS=(
-	[./files/tarsafe:FuzzExtract]=8000
+	[./files/tarsafe:FuzzExtract]=4000
 	[./files/tarsafe:FuzzFilter]=200000
 	[./files/tarsafe:FuzzCleanName]=300000
 	[./files/fsproto:FuzzResolve]=300000
