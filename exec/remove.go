@@ -133,16 +133,17 @@ func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, 
 	if len(ids) == 0 {
 		return nil
 	}
+	holder := newToken() // this call's drains: undoing them leaves another call's
 	if !force {
 		var drained []string
 		for _, id := range ids {
-			d, err := m.claim(ctx, t, id)
+			d, err := m.claim(ctx, t, id, holder)
 			if d {
 				drained = append(drained, id)
 			}
 			if err != nil {
 				for _, did := range drained {
-					m.undrain(ctx, did)
+					m.undrain(ctx, did, holder)
 				}
 				return err
 			}
@@ -152,7 +153,7 @@ func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, 
 		err := m.Engine.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 		if err != nil && !isNotFound(err) && !isConflict(err) {
 			for _, id := range ids {
-				m.undrain(ctx, id) // what stays must run again
+				m.undrain(ctx, id, holder) // what stays must run again
 			}
 			return EngineError(err, "cannot remove a container of "+t.String())
 		}
@@ -171,8 +172,8 @@ const (
 	claimPoll = 50 * time.Millisecond
 )
 
-// drainBusy is `sandbox-helper drain`'s exit code when a run holds the run
-// lock (cmd/sandbox-helper/drain.go).
+// drainBusy is `sandbox-helper drain`'s exit code when a run is registered
+// with the sandbox's PID 1 (cmd/sandbox-helper/drain.go).
 const drainBusy = 3
 
 // claim makes sure that nothing runs in the container and that nothing can
@@ -180,13 +181,14 @@ const drainBusy = 3
 //
 //  1. any engine exec running (a run, a copy, a shell): scope_busy, nothing
 //     changed;
-//  2. drain it: the helper, holding the run lock that every run holds while
-//     it lives, marks the sandbox draining; from then on a run refuses to
+//  2. drain it: PID 1, with which every run registers for its life, marks
+//     the sandbox draining for this call (for at most a minute: a call that
+//     dies cannot leave it drained); from then on a run refuses to
 //     start (the plugin's exec tries again and, once the container is gone,
-//     creates a new sandbox). A run that holds the lock makes the drain
+//     creates a new sandbox). A registered run makes the drain
 //     busy: back to 1;
 //  3. look again: an engine exec that started meanwhile (a copy or a
-//     shell, which do not take the lock) undoes the drain: scope_busy.
+//     shell, which do not register) undoes the drain: scope_busy.
 //
 // It does not pause the container: an exec that starts while the engine
 // freezes it can deadlock the engine (the exec waits on the frozen cgroup,
@@ -194,7 +196,7 @@ const drainBusy = 3
 // it drained the container (the caller undoes that on failure). A
 // container that is gone, not running, or paused by a user needs no claim;
 // nor can one whose helper predates drain (an older plugin's sandbox).
-func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool, err error) {
+func (m *Manager) claim(ctx context.Context, t Target, id, holder string) (drained bool, err error) {
 	deadline := time.Now().Add(claimWait)
 	for {
 		if ctx.Err() != nil {
@@ -217,7 +219,7 @@ func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool,
 		if anyRunning(execs) {
 			return false, busyError(t, execs)
 		}
-		code, drainID, err := m.drain(ctx, id, false)
+		code, drainID, err := m.drain(ctx, id, holder, false)
 		if err != nil {
 			return false, err
 		}
@@ -234,7 +236,7 @@ func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool,
 			return true, nil
 		}
 		if err != nil {
-			m.undrain(ctx, id)
+			m.undrain(ctx, id, holder)
 			return false, EngineError(err, "cannot inspect a container of "+t.String())
 		}
 		var others []string
@@ -244,7 +246,7 @@ func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool,
 			}
 		}
 		if execs := m.execInfos(ctx, others); anyRunning(execs) {
-			m.undrain(ctx, id)
+			m.undrain(ctx, id, holder)
 			return false, busyError(t, execs)
 		}
 		return true, nil
@@ -253,8 +255,8 @@ func (m *Manager) claim(ctx context.Context, t Target, id string) (drained bool,
 
 // drain runs `sandbox-helper drain` in the container and returns its exit
 // code (-1: the container is not there to exec into) and the exec's ID.
-func (m *Manager) drain(ctx context.Context, id string, undo bool) (int, string, error) {
-	cmd := []string{HelperPath, "drain"}
+func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int, string, error) {
+	cmd := []string{HelperPath, "drain", "--holder", holder}
 	if undo {
 		cmd = append(cmd, "--undo")
 	}
@@ -288,10 +290,10 @@ func (m *Manager) drain(ctx context.Context, id string, undo bool) (int, string,
 }
 
 // undrain lifts a drain (the container stays after all).
-func (m *Manager) undrain(ctx context.Context, id string) {
+func (m *Manager) undrain(ctx context.Context, id, holder string) {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, _, _ = m.drain(bg, id, true)
+	_, _, _ = m.drain(bg, id, holder, true)
 }
 
 func busyError(t Target, execs []ExecInfo) *Error {

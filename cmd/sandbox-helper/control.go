@@ -61,7 +61,8 @@ const (
 // ctlRequest is a client's request.
 type ctlRequest struct {
 	Op    string `json:"op"`
-	Token string `json:"token,omitempty"` // opSignal: the run to stop
+	// Token is opSignal's run to stop, and opDrain's/opUndrain's holder.
+	Token string `json:"token,omitempty"`
 }
 
 // ctlReply is PID 1's answer to a request.
@@ -71,9 +72,6 @@ type ctlReply struct {
 	// "busy" for a drain while runs are registered).
 	Refused string `json:"refused,omitempty"`
 	Message string `json:"message,omitempty"`
-	// DiskRemaining is what a run may still write (-1: no limit).
-	DiskRemaining int64 `json:"disk_remaining"`
-	DiskLimit     int64 `json:"disk_limit,omitempty"`
 	// Status, for opStatus.
 	Status *initStatus `json:"status,omitempty"`
 }
@@ -108,6 +106,12 @@ type ctlConn struct {
 func dialControl() (*ctlConn, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: controlSocket, Net: "unix"})
 	if err != nil {
+		return nil, err
+	}
+	// With SO_PASSCRED on the sending side, the kernel attaches this
+	// process's credentials to everything it sends, whenever init reads it.
+	if err := setPassCred(c); err != nil {
+		c.Close()
 		return nil, err
 	}
 	pid, err := peerPID(c)
@@ -163,6 +167,21 @@ func writeLine(w interface{ Write([]byte) (int, error) }, v any) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// setPassCred turns SO_PASSCRED on for c.
+func setPassCred(c *net.UnixConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // peerPID is the pid of the process at the other end of a unix socket (the

@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // The disk limit (init --disk BYTES): PID 1 measures what /opt/workspace and
@@ -15,8 +15,10 @@ import (
 // runs, at most every scanEvery and no more often than four times the last
 // scan's duration. Past the limit it tells every registered run to stop
 // (disk_limit) and refuses new runs until a measurement is back under it
-// (after `files rm` or `docker sandbox rm`). Each run also gets the space
-// left at its start as RLIMIT_FSIZE, so that one file cannot overshoot.
+// (after `files rm` or `docker sandbox rm`). Between two measurements, a
+// fall of the filesystem's free space by more than half of what is left
+// under the limit starts one at once (diskWatchEvery), so that a fast
+// writer is stopped within about one measurement of the limit.
 var diskRoots = []string{"/opt/workspace", "/opt/user"}
 
 // diskState is PID 1's view of the usage.
@@ -118,85 +120,144 @@ func (s *supervisor) diskMessageFor(r diskScan) string {
 	return fmt.Sprintf("/opt/workspace and /opt/user hold %d bytes, over the sandbox's disk limit of %d bytes (--disk): remove data with `docker sandbox files rm` or `docker sandbox rm` to run again", r.used, s.o.diskLimit)
 }
 
-// measureDisk adds up the blocks allocated under roots, without following
-// links, counting each inode (and a root mounted twice) once. A directory it
-// cannot read is made readable to its owner (sandboxed code may have
-// chmodded it away) and read again; if that fails the measurement is
-// incomplete, which counts as over the limit.
+// measureDisk adds up the blocks allocated under roots, counting each
+// inode (and a root mounted twice) once. It walks by file descriptors,
+// never following a link, so that sandboxed code swapping a folder for a
+// link while it walks cannot lead it out of the volumes. A folder it cannot
+// read is made readable to its owner through the descriptor it holds (code
+// may have chmodded it away) and read again; if that fails the measurement
+// is incomplete, which counts as over the limit.
 func measureDisk(roots []string) diskScan {
 	start := time.Now()
-	r := diskScan{complete: true}
-	seen := map[[2]uint64]bool{}
-	add := func(st *syscall.Stat_t) {
-		key := [2]uint64{uint64(st.Dev), st.Ino}
-		if seen[key] {
-			return
-		}
-		seen[key] = true
-		r.used += st.Blocks * 512
-	}
+	m := &diskMeasure{seen: map[[2]uint64]bool{}, r: diskScan{complete: true}}
 	for _, root := range roots {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(root, &st); err != nil {
+		fd, err := syscall.Open(root, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				continue
 			}
-			r.complete, r.problem = false, fmt.Sprintf("%s: %v", root, err)
+			m.incomplete(root, err)
 			continue
 		}
-		if seen[[2]uint64{uint64(st.Dev), st.Ino}] {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil {
+			syscall.Close(fd)
+			m.incomplete(root, err)
+			continue
+		}
+		if m.seen[[2]uint64{uint64(st.Dev), st.Ino}] {
+			syscall.Close(fd)
 			continue // the same volume at two places
 		}
-		dev := st.Dev
-		walkErr := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if d != nil && d.IsDir() && errors.Is(err, fs.ErrPermission) {
-					return retryDir(path, &r)
-				}
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				r.complete, r.problem = false, fmt.Sprintf("%s: %v", path, err)
-				return nil
-			}
-			var st syscall.Stat_t
-			if err := syscall.Lstat(path, &st); err != nil {
-				return nil // gone meanwhile
-			}
-			if st.Dev != dev {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			add(&st)
-			return nil
-		})
-		if walkErr != nil {
-			r.complete, r.problem = false, walkErr.Error()
-		}
+		m.add(&st)
+		m.dir(fd, root, uint64(st.Dev), 0)
 	}
-	r.at, r.dur = time.Now(), time.Since(start)
-	return r
+	m.r.at, m.r.dur = time.Now(), time.Since(start)
+	return m.r
 }
 
-// retryDir makes an unreadable directory readable to its owner and measures
-// it (one level of retry: deeper unreadable directories get theirs).
-func retryDir(path string, r *diskScan) error {
-	fi, err := os.Lstat(path)
-	if err == nil {
-		err = os.Chmod(path, fi.Mode().Perm()|0o700)
-	}
-	if err == nil {
-		sub := measureDisk([]string{path})
-		if sub.complete {
-			// measureDisk counted path's blocks with its own seen set:
-			// the subtree is new to ours, as WalkDir did not enter it.
-			r.used += sub.used
-			return filepath.SkipDir
-		}
-		err = errors.New(sub.problem)
-	}
-	r.complete, r.problem = false, fmt.Sprintf("%s: cannot be read: %v", path, err)
-	return filepath.SkipDir
+type diskMeasure struct {
+	seen map[[2]uint64]bool
+	r    diskScan
 }
+
+func (m *diskMeasure) add(st *syscall.Stat_t) {
+	key := [2]uint64{uint64(st.Dev), st.Ino}
+	if !m.seen[key] {
+		m.seen[key] = true
+		m.r.used += st.Blocks * 512
+	}
+}
+
+func (m *diskMeasure) incomplete(path string, err error) {
+	if m.r.complete {
+		m.r.complete, m.r.problem = false, fmt.Sprintf("%s: %v", path, err)
+	}
+}
+
+// maxDiskDepth bounds the walk's nesting (each level holds a descriptor).
+const maxDiskDepth = 256
+
+// dir measures the entries of the folder open at fd (which it closes).
+func (m *diskMeasure) dir(fd int, path string, dev uint64, depth int) {
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		if !errors.Is(err, syscall.ENOENT) { // removed while we read it
+			m.incomplete(path, err)
+		}
+		return
+	}
+	for _, name := range names {
+		var st syscall.Stat_t
+		if err := fstatat(fd, name, &st); err != nil {
+			continue // gone meanwhile
+		}
+		if uint64(st.Dev) != dev {
+			continue // a mount point: not this volume
+		}
+		m.add(&st)
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			continue
+		}
+		sub := path + "/" + name
+		if depth >= maxDiskDepth {
+			m.incomplete(sub, errors.New("nested too deep"))
+			continue
+		}
+		cfd, err := openDirAt(fd, name)
+		if errors.Is(err, syscall.EACCES) {
+			if err = ownerReadable(fd, name); err == nil {
+				cfd, err = openDirAt(fd, name)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+				continue // removed, or swapped for a link or a file meanwhile
+			}
+			m.incomplete(sub, err)
+			continue
+		}
+		m.dir(cfd, sub, dev, depth+1)
+	}
+}
+
+// fstatat is fstatat(2) with AT_SYMLINK_NOFOLLOW: name in dirfd, a link
+// itself and never what it points to.
+func fstatat(dirfd int, name string, st *syscall.Stat_t) error {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return err
+	}
+	const atSymlinkNofollow = 0x100
+	_, _, e := syscall.Syscall6(sysFstatat, uintptr(dirfd), uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(st)), atSymlinkNofollow, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func openDirAt(dirfd int, name string) (int, error) {
+	return syscall.Openat(dirfd, name, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+}
+
+// ownerReadable gives the owner read and search permission on the folder
+// name in dirfd, through an O_PATH descriptor of that very folder (never a
+// path that a link swapped in meanwhile could redirect).
+func ownerReadable(dirfd int, name string) error {
+	pfd, err := syscall.Openat(dirfd, name, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(pfd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(pfd, &st); err != nil {
+		return err
+	}
+	return syscall.Chmod("/proc/self/fd/"+strconv.Itoa(pfd), (st.Mode&0o7777)|0o700)
+}
+
+// oPath is O_PATH (the same on every Linux architecture the helper is
+// built for; the syscall package does not name it).
+const oPath = 0x200000

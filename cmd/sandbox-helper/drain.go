@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 )
@@ -19,20 +20,26 @@ import (
 // exitDrainBusy is drain's exit code when a run is registered.
 const exitDrainBusy = 3
 
-// runDrain is `sandbox-helper drain [--undo]`: exit 0 when the sandbox is
-// drained (no run is registered, and none will be), exitDrainBusy when a
-// run is registered; --undo lets runs start again (a stop/rm that did not
-// remove the container after all). Exit 1 when PID 1 does not answer.
+// runDrain is `sandbox-helper drain [--holder ID] [--undo]`: exit 0 when
+// the sandbox is drained (no run is registered, and none will be while the
+// drain holds), exitDrainBusy when a run is registered; --undo lifts the
+// holder's drain (a stop/rm that did not remove the container after all).
+// A drain holds for drainHold at most, so that a stop/rm that died cannot
+// leave the sandbox refusing every run. Exit 1 when PID 1 does not answer.
 func runDrain(args []string, stdout, stderr io.Writer) int {
-	op := opDrain
-	switch {
-	case len(args) == 1 && args[0] == "--undo":
-		op = opUndrain
-	case len(args) != 0:
-		fmt.Fprintln(stderr, "usage: sandbox-helper drain [--undo]")
+	fs := flag.NewFlagSet("sandbox-helper drain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	undo := fs.Bool("undo", false, "let runs start again")
+	holder := fs.String("holder", "", "who drains (one stop or rm call): its undo lifts only its own drain")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: sandbox-helper drain [--holder ID] [--undo]")
 		return 2
 	}
-	rep, err := controlCall(ctlRequest{Op: op})
+	op := opDrain
+	if *undo {
+		op = opUndrain
+	}
+	rep, err := controlCall(ctlRequest{Op: op, Token: *holder})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper drain: %v: %v\n", errNoInit, err)
 		return 1

@@ -144,7 +144,9 @@ type supervisor struct {
 	start     time.Time
 	lastBusy  time.Time
 	subreaper bool
-	draining  bool
+	// drains are the stop/rm calls draining the sandbox, by holder, with
+	// when each drain lapses; ending (the max lifetime) drains for good.
+	drains    map[string]time.Time
 	runs      map[int]*regRun // registered wrappers, by pid
 	killed    int
 	loggedErr bool
@@ -157,7 +159,7 @@ type supervisor struct {
 }
 
 func newSupervisor(o initOptions, self int, now time.Time) *supervisor {
-	return &supervisor{o: o, self: self, start: now, runs: map[int]*regRun{}, diskDone: make(chan diskScan, 1),
+	return &supervisor{o: o, self: self, start: now, runs: map[int]*regRun{}, drains: map[string]time.Time{}, diskDone: make(chan diskScan, 1),
 		disk: diskState{used: -1, free: -1}}
 }
 
@@ -285,7 +287,6 @@ func (s *supervisor) lifetimeOver(now time.Time) bool {
 	}
 	if s.ending.IsZero() {
 		s.ending = now.Add(lifetimeGrace)
-		s.draining = true
 		s.notifyAll(ctlNotice{Stop: reasonLifetime, Message: fmt.Sprintf("the sandbox reached its max lifetime (%s) and was removed; its data stays", s.o.maxLifetime)})
 	}
 	return len(s.runs) == 0 || now.After(s.ending)
@@ -302,6 +303,26 @@ func notify(rr *regRun, n ctlNotice) {
 	_ = writeLine(rr.conn, n)
 }
 
+// drainHold is how long one stop/rm's drain holds at most: it removes the
+// container within seconds, or undoes the drain; one that died meanwhile
+// must not leave the sandbox refusing every run.
+const drainHold = time.Minute
+
+// draining reports whether runs are refused: a drain holds, or the sandbox
+// is ending.
+func (s *supervisor) draining(now time.Time) bool {
+	if !s.ending.IsZero() {
+		return true
+	}
+	for h, until := range s.drains {
+		if now.Before(until) {
+			return true
+		}
+		delete(s.drains, h)
+	}
+	return false
+}
+
 // handle serves one control event (on the main loop: a drain and a
 // registration never interleave).
 func (s *supervisor) handle(ev ctlEvent, now time.Time) {
@@ -313,11 +334,11 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 		}
 		return
 	}
-	rep := ctlReply{DiskRemaining: -1}
+	var rep ctlReply
 	switch {
 	case ev.req.Op == opRegister && (ev.kind == "run" || ev.kind == "fs"):
 		switch {
-		case s.draining:
+		case s.draining(now):
 			rep.Refused, rep.Message = reasonDraining, "the sandbox is being stopped or removed"
 		case s.o.diskLimit > 0 && s.disk.over:
 			// Data may have been removed since: measure again now.
@@ -328,12 +349,6 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 		}
 		if rep.Refused == "" {
 			rep.OK = true
-			if s.o.diskLimit > 0 {
-				rep.DiskLimit = s.o.diskLimit
-				if s.disk.used >= 0 {
-					rep.DiskRemaining = max(s.o.diskLimit-s.disk.used, 0)
-				}
-			}
 			s.runs[ev.pid] = &regRun{conn: ev.conn, token: ev.token}
 			s.lastBusy = now
 		}
@@ -341,12 +356,11 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 		if len(s.runs) > 0 {
 			rep.Refused = "busy"
 		} else {
-			s.draining, rep.OK = true, true
+			s.drains[ev.req.Token] = now.Add(drainHold)
+			rep.OK = true
 		}
 	case ev.req.Op == opUndrain && ev.kind == "drain":
-		if s.ending.IsZero() {
-			s.draining = false
-		}
+		delete(s.drains, ev.req.Token)
 		rep.OK = true
 	case ev.req.Op == opSignal && ev.kind == "signal":
 		// Ctrl-C on the client: the run carrying the token stops its
@@ -370,7 +384,7 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 }
 
 func (s *supervisor) status(now time.Time) *initStatus {
-	st := &initStatus{Target: s.o.target, Runs: len(s.runs), Draining: s.draining, DiskLimit: s.o.diskLimit,
+	st := &initStatus{Target: s.o.target, Runs: len(s.runs), Draining: s.draining(now), DiskLimit: s.o.diskLimit,
 		DiskUsed: s.disk.used, OverLimit: s.disk.over, Killed: s.killed}
 	if len(s.runs) == 0 {
 		since := s.start
@@ -423,11 +437,17 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, pid, err := readRequest(c, 4096)
 	if err != nil {
+		if debugControl {
+			fmt.Fprintf(os.Stderr, "control: %v\n", err)
+		}
 		c.Close()
 		return
 	}
 	kind, argv, ok := rootKind(procRoot, pid)
 	if !ok || kind == "" {
+		if debugControl {
+			fmt.Fprintf(os.Stderr, "control: pid %d is not an exec root (%q %v)\n", pid, kind, ok)
+		}
 		c.Close() // sandboxed code, or a program that is not the helper
 		return
 	}
@@ -461,25 +481,19 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 	events <- ctlEvent{pid: pid, conn: c, gone: true}
 }
 
+var debugControl = os.Getenv("SANDBOX_HELPER_DEBUG_CONTROL") != ""
+
 // readRequest reads a request line and the pid of the process that wrote
 // it, from the credentials the kernel attaches to every message when the
 // socket has SO_PASSCRED (the writer's own: a process cannot claim another
 // pid without CAP_SYS_ADMIN). Every part of the line must come from the same
-// pid. (SO_PEERCRED would do on Linux, but gVisor answers it with the
-// caller's own credentials.)
+// pid. Clients set SO_PASSCRED on their side, so that the kernel attaches
+// their credentials whenever init gets to read; a message that arrived with
+// none is refused. (SO_PEERCRED would do on Linux, but gVisor answers it
+// with the caller's own credentials.)
 func readRequest(c *net.UnixConn, max int) (line []byte, pid int, err error) {
-	rc, err := c.SyscallConn()
-	if err != nil {
+	if err := setPassCred(c); err != nil {
 		return nil, 0, err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
-	}); err != nil {
-		return nil, 0, err
-	}
-	if serr != nil {
-		return nil, 0, serr
 	}
 	buf := make([]byte, 512)
 	oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))

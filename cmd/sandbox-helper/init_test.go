@@ -324,3 +324,35 @@ func TestInitSIGTERMKillsEverything(t *testing.T) {
 		t.Errorf("victim: %v, want killed by SIGKILL", err)
 	}
 }
+
+// TestSupervisorDrains: each stop/rm holds its own drain; undoing one
+// leaves the other; a drain lapses after drainHold (a call that died cannot
+// leave the sandbox refusing every run); the max lifetime drains for good.
+func TestSupervisorDrains(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := newSupervisor(initOptions{}, 1, t0)
+	ev := func(op, holder string) ctlReply {
+		r := make(chan ctlReply, 1)
+		s.handle(ctlEvent{kind: "drain", req: ctlRequest{Op: op, Token: holder}, reply: r}, t0)
+		return <-r
+	}
+	if !ev(opDrain, "h1").OK || !ev(opDrain, "h2").OK || !s.draining(t0) {
+		t.Fatal("two drains")
+	}
+	ev(opUndrain, "h1")
+	if !s.draining(t0) {
+		t.Fatal("undoing h1 lifted h2's drain")
+	}
+	ev(opUndrain, "h2")
+	if s.draining(t0) {
+		t.Fatal("still draining after both undid")
+	}
+	ev(opDrain, "h3")
+	if !s.draining(t0.Add(drainHold-time.Second)) || s.draining(t0.Add(drainHold+time.Second)) {
+		t.Fatal("a drain must hold for drainHold, then lapse")
+	}
+	s.ending = t0
+	if !s.draining(t0.Add(time.Hour)) {
+		t.Fatal("the max lifetime must drain for good")
+	}
+}

@@ -142,16 +142,14 @@ var initRequired = true
 // registration is a run's registration with PID 1: the connection stays
 // open for the run's life; notices carries PID 1's stop request, if any.
 type registration struct {
-	cc            *ctlConn
-	notices       chan ctlNotice
-	diskRemaining int64
-	diskLimit     int64 // the sandbox's disk limit; 0 for none
+	cc      *ctlConn
+	notices chan ctlNotice
 }
 
 // register registers the run with PID 1, or returns the Status that refuses
 // it (before the Started frame: the plugin may try again).
 func register() (*registration, *wire.RunStatus) {
-	reg := &registration{notices: make(chan ctlNotice, 1), diskRemaining: -1}
+	reg := &registration{notices: make(chan ctlNotice, 1)}
 	if !initRequired {
 		return reg, nil
 	}
@@ -180,7 +178,7 @@ func register() (*registration, *wire.RunStatus) {
 		st := failure(125, code, rep.Message)
 		return nil, &st
 	}
-	reg.cc, reg.diskRemaining, reg.diskLimit = cc, rep.DiskRemaining, rep.DiskLimit
+	reg.cc = cc
 	go func() {
 		for {
 			line, err := cc.r.ReadBytes('\n')

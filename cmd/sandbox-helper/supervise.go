@@ -67,14 +67,6 @@ func supervise(opts runOptions, argv []string, out *output, reg *registration) w
 	stdoutR, stdoutW := pipes[2], pipes[3]
 	stderrR, stderrW := pipes[4], pipes[5]
 
-	// No file the program writes may be larger than the sandbox's whole
-	// disk limit (PID 1 measures the total; see disk.go).
-	if reg.diskLimit > 0 {
-		lim := syscall.Rlimit{Cur: uint64(reg.diskLimit), Max: uint64(reg.diskLimit)}
-		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-			return internalError("RLIMIT_FSIZE: %v", err)
-		}
-	}
 	oomBefore, oomOK := readOOMKills()
 	start := time.Now()
 	proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
