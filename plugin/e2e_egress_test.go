@@ -344,7 +344,7 @@ func TestEgressLive(t *testing.T) {
 			t.Fatalf("second start: %+v %v\n%s", st, err, r)
 		}
 		// Other settings while it runs: refused, and nothing changes.
-		r = sb(t, "egress", "start", "--format", "json")
+		r = sb(t, "egress", "start", "--outbound-network", "bridge", "--format", "json")
 		wantCode(t, r, 125)
 		if e := decodeErr(t, r); e.Error.Code != "egress_mismatch" || !strings.Contains(e.Error.Message, f.outNet) {
 			t.Fatalf("start with other settings: %+v", e)
@@ -682,6 +682,7 @@ for name, fu in futs.items():
 				Host       string    `json:"host"`
 				Port       int       `json:"port"`
 				IP         string    `json:"ip"`
+				PrivateIPs []string  `json:"private_ips"`
 				Decision   string    `json:"decision"`
 				Code       string    `json:"code"`
 				Reason     string    `json:"reason"`
