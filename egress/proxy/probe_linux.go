@@ -33,11 +33,14 @@ type oneHop struct {
 
 func startOneHop(a netip.Addr) (*oneHop, error) {
 	a = a.Unmap()
-	family, level, opt := syscall.AF_INET, syscall.IPPROTO_IP, syscall.IP_TTL
-	var sa syscall.Sockaddr = &syscall.SockaddrInet4{Port: 0, Addr: a.As4()}
-	if a.Is6() {
-		family, level, opt = syscall.AF_INET6, syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS
-		sa = &syscall.SockaddrInet6{Port: 0, Addr: a.As16()}
+	if !a.IsValid() {
+		return nil, syscall.EINVAL
+	}
+	family, level, opt := syscall.AF_INET6, syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS
+	var sa syscall.Sockaddr = &syscall.SockaddrInet6{Port: 0, Addr: a.As16()}
+	if a.Is4() {
+		family, level, opt = syscall.AF_INET, syscall.IPPROTO_IP, syscall.IP_TTL
+		sa = &syscall.SockaddrInet4{Port: 0, Addr: a.As4()}
 	}
 	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
