@@ -179,10 +179,10 @@ func TestHostNetworks(t *testing.T) {
 		aux, v6,
 		{Name: "host", Driver: "host"}, {Name: "none", Driver: "null"},
 		bridgeNet(NetworkName("a"), "10.213.4.64/26", "10.213.4.65", scopeLabels("a"), true),
-		bridgeNet("corp-lan", "10.213.9.0/26", "10.213.9.1", scopeLabels("b"), true),                  // wrong name
-		bridgeNet(NetworkName("c"), "10.213.10.0/26", "10.213.10.1", scopeLabels("c"), false),         // not internal
-		bridgeNet(NetworkName("d"), "10.99.0.0/26", "10.99.0.1", scopeLabels("d"), true),              // outside the pool
-		bridgeNet(NetworkName("e"), "10.213.11.0/26", "10.213.11.1", scopeLabels("other"), true),      // label says another scope
+		bridgeNet("corp-lan", "10.213.9.0/26", "10.213.9.1", scopeLabels("b"), true),                                                                 // wrong name
+		bridgeNet(NetworkName("c"), "10.213.10.0/26", "10.213.10.1", scopeLabels("c"), false),                                                        // not internal
+		bridgeNet(NetworkName("d"), "10.99.0.0/26", "10.99.0.1", scopeLabels("d"), true),                                                             // outside the pool
+		bridgeNet(NetworkName("e"), "10.213.11.0/26", "10.213.11.1", scopeLabels("other"), true),                                                     // label says another scope
 		bridgeNet(NetworkName("f"), "10.213.12.0/26", "10.213.12.1", map[string]string{sbexec.LabelKind: KindNetwork, sbexec.LabelScope: "f"}, true), // not managed
 	}
 	got := HostNetworks(nets, s)
