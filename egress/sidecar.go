@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -555,25 +557,43 @@ func (m *Manager) Refresh(ctx context.Context) error {
 }
 
 func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s Settings) error {
-	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
-	if err != nil {
-		return sbexec.EngineError(err, "cannot list networks")
+	// Read the sidecar's file first, then list the networks, then replace
+	// only the version read: a concurrent push (another client's newer
+	// picture) makes this one start again, so the last word is never an
+	// older list of networks.
+	for attempt := 0; ; attempt++ {
+		have, found, err := m.readFile(ctx, c.ID, NetworksFile)
+		if err != nil {
+			return err
+		}
+		nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
+		if err != nil {
+			return sbexec.EngineError(err, "cannot list networks")
+		}
+		want := HostNetworks(nets, s).Marshal()
+		if found && bytes.Equal(have, want) {
+			return nil
+		}
+		match := "none"
+		if found {
+			sum := sha256.Sum256(have)
+			match = hex.EncodeToString(sum[:])
+		}
+		var errb bytes.Buffer
+		code, err := m.helperExec(ctx, c.ID, []string{"proxy", "networks", "--networks", NetworksFile, "--if-match", match, "set"}, bytes.NewReader(want), nil, &errb)
+		if err != nil {
+			return err
+		}
+		switch {
+		case code == 0:
+			sbexec.Debugf("egress: networks pushed")
+			return nil
+		case code == 3 && attempt < 10:
+			continue // pushed by another call meanwhile: look again
+		default:
+			return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
+		}
 	}
-	want := HostNetworks(nets, s).Marshal()
-	have, _, err := m.readFile(ctx, c.ID, NetworksFile)
-	if err == nil && bytes.Equal(have, want) {
-		return nil
-	}
-	var errb bytes.Buffer
-	code, err := m.helperExec(ctx, c.ID, []string{"proxy", "networks", "--networks", NetworksFile, "set"}, bytes.NewReader(want), nil, &errb)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
-	}
-	sbexec.Debugf("egress: networks pushed")
-	return nil
 }
 
 // scopeNetwork tells whether n is one of the plugin's scope networks: its

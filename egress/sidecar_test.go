@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/netip"
@@ -280,7 +282,9 @@ func TestRefreshPushesOnlyChanges(t *testing.T) {
 	// asked for with the new state).
 	f.networks = append(f.networks, bridgeNet("later", "172.25.0.0/16", "172.25.0.1", nil, false))
 	err := m.Refresh(context.Background())
-	if len(f.execs) != 1 || strings.Join(f.execs[0], " ") != "sc1 "+sbexec.HelperPath+" proxy networks --networks "+NetworksFile+" set" || err == nil {
+	sum := sha256.Sum256(f.files["sc1:"+NetworksFile])
+	want := "sc1 " + sbexec.HelperPath + " proxy networks --networks " + NetworksFile + " --if-match " + hex.EncodeToString(sum[:]) + " set"
+	if len(f.execs) != 1 || strings.Join(f.execs[0], " ") != want || err == nil {
 		t.Fatalf("execs %v, err %v", f.execs, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"net/url"
@@ -229,6 +230,7 @@ func TestEgressEngineHost(t *testing.T) {
 
 	// (d) a network made while an exec runs: nothing tells the sidecar,
 	// the proxy finds the engine's host by itself when it dials.
+	parent := t
 	t.Run("network made while an exec runs", func(t *testing.T) {
 		code := `
 import time
@@ -254,9 +256,9 @@ R["during get"] = get("http://%s:%s/" % (ip, port))
 			}
 			return nil
 		})
-		during := egNetwork(t, "during")
+		during := egNetwork(parent, "during") // kept until the listeners are checked
 		duringGW, _ := egGateway(t, during)
-		listeners["during"] = egListen(t, duringGW, port)
+		listeners["during"], targets["during"] = egListen(parent, duringGW, port), duringGW
 		wantCode(t, sbIn(t, duringGW+" "+fmt.Sprint(port), "files", "put", s+":go"), 0)
 		wg.Wait()
 		if rerr != nil {
@@ -319,23 +321,21 @@ R["own"] = connect("x.test:443")
 	})
 
 	// No listener saw a connection, through the proxy or from the probes
-	// it makes. A connection of the test's own, made last, shows that
-	// every earlier one was accepted and recorded (the queue is in order).
+	// it makes. A connection of the test's own, made last and answered
+	// (the answer is written after the peer is recorded), shows that every
+	// earlier one was recorded (the accept queue is in order).
 	for name, h := range listeners {
-		c, err := net.Dial("tcp", h.l.Addr().String())
+		c, err := net.DialTimeout("tcp", h.l.Addr().String(), 10*time.Second)
 		if err != nil {
-			t.Fatalf("the canary connection to %s: %v", name, err)
+			t.Fatalf("the canary connection to %s (%s): %v", name, h.l.Addr(), err)
 		}
 		mine := c.LocalAddr().String()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		b, err := io.ReadAll(c)
 		c.Close()
-		poll(t, 10*time.Second, func() error {
-			for _, p := range h.seen() {
-				if p == mine {
-					return nil
-				}
-			}
-			return fmt.Errorf("the listener on %s has not recorded the canary", name)
-		})
+		if !strings.Contains(string(b), "engine host") {
+			t.Fatalf("the canary connection to %s (%s) got %q, %v; the listener saw %v", name, h.l.Addr(), b, err, h.seen())
+		}
 		for _, p := range h.seen() {
 			if p != mine {
 				t.Errorf("the listener on the engine's host (%s, %s:%d) was reached from %s", name, targets[name], port, p)

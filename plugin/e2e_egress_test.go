@@ -999,7 +999,7 @@ R["other host"] = connect("evil.test:443")
 		// are (JSON), and the human outputs show them quoted.
 		s := newScope(t)
 		res := egResults(t, []string{"-s", s, "--allow", egUpName}, `
-R["c1"] = connect("\u009b31mX.test:443")
+R["c1"] = connect("\u009b31mX.test:443", host="x.test")
 R["bidi"] = get("http://\u202eevil.test/")
 R["osc"] = connect("\x1b]0;PWNED\x07.test:443")
 R["user"] = connect("x.test:443", auth="Basic " + base64.b64encode("\u009b2J\u202e:x".encode()).decode())

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -342,11 +344,16 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // proxyNetworks replaces the networks file with the JSON on stdin (after
-// validating it), atomically: the proxy picks it up within 100 ms.
+// validating it), atomically: the proxy picks it up within 100 ms. With
+// --if-match (the SHA-256 of the file the plugin read, or "none"), it
+// replaces only that version, under a lock, and exits 3 when the file
+// changed meanwhile: two plugins pushing at once cannot leave the older
+// picture of the engine's networks in place.
 func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sandbox-helper proxy networks", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("networks", defaultNetworksFile, "networks file")
+	ifMatch := fs.String("if-match", "", "replace only this version (SHA-256 of the file, hex, or none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -363,6 +370,26 @@ func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 		return 1
+	}
+	unlock, err := policy.Lock(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+		return 1
+	}
+	defer unlock()
+	if *ifMatch != "" {
+		cur := "none"
+		if old, err := os.ReadFile(*file); err == nil {
+			sum := sha256.Sum256(old)
+			cur = hex.EncodeToString(sum[:])
+		} else if !os.IsNotExist(err) {
+			fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+			return 1
+		}
+		if cur != *ifMatch {
+			fmt.Fprintln(stderr, "sandbox-helper proxy networks: the file changed meanwhile")
+			return 3
+		}
 	}
 	if err := policy.WriteAtomic(*file, n.Marshal(), 0o600); err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
