@@ -329,7 +329,9 @@ R["own"] = connect("x.test:443")
 		if err != nil {
 			t.Fatalf("the canary connection to %s (%s): %v", name, h.l.Addr(), err)
 		}
-		mine := c.LocalAddr().String()
+		// Its port: some hosts rewrite the source address of a local
+		// connection (this one shows 192.0.2.2 for 172.17.0.1), not the port.
+		mine := fmt.Sprint(c.LocalAddr().(*net.TCPAddr).Port)
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		b, err := io.ReadAll(c)
 		c.Close()
@@ -337,7 +339,7 @@ R["own"] = connect("x.test:443")
 			t.Fatalf("the canary connection to %s (%s) got %q, %v; the listener saw %v", name, h.l.Addr(), b, err, h.seen())
 		}
 		for _, p := range h.seen() {
-			if p != mine {
+			if _, pp, _ := net.SplitHostPort(p); pp != mine {
 				t.Errorf("the listener on the engine's host (%s, %s:%d) was reached from %s", name, targets[name], port, p)
 			}
 		}
