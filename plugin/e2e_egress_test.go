@@ -207,7 +207,7 @@ func egSetup(t *testing.T) *egFixture {
 	f.upIP = c.NetworkSettings.Networks[f.outNet].IPAddress
 
 	f.startArgs = []string{"egress", "start", "--outbound-network", f.outNet, "--no-dns", "--add-host", egUpName + "=" + f.upIP}
-	r := sb(t, f.startArgs...)
+	r := sb(t, append(f.startArgs, "--replace")...) // whatever settings a volume kept
 	t.Cleanup(func() {
 		r := sb(t, "egress", "stop", "--rm")
 		if r.Code != 0 {
