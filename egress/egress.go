@@ -47,6 +47,9 @@ const (
 	// NetworksFile is the engine's networks as the plugin last pushed
 	// them (addresses of the engine's host, scopes' subnets).
 	NetworksFile = DataDir + "/networks.json"
+	// NetworksHashLink is a symbolic link whose target is the SHA-256 of
+	// the networks file (the helper keeps it).
+	NetworksHashLink = NetworksFile + ".sha"
 	// SettingsFile records the sidecar's settings (written by the proxy at
 	// every start), so that they survive the container's removal.
 	SettingsFile = DataDir + "/settings.json"

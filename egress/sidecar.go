@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/netip"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ type Engine interface {
 	NetworkDisconnect(ctx context.Context, networkID, containerID string, force bool) error
 	Info(ctx context.Context) (system.Info, error)
 	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
 	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 }
 
@@ -562,7 +564,7 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 	// picture) makes this one start again, so the last word is never an
 	// older list of networks.
 	for attempt := 0; ; attempt++ {
-		have, found, err := m.readFile(ctx, c.ID, NetworksFile)
+		match, linked, err := m.networksVersion(ctx, c.ID)
 		if err != nil {
 			return err
 		}
@@ -571,13 +573,9 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 			return sbexec.EngineError(err, "cannot list networks")
 		}
 		want := HostNetworks(nets, s).Marshal()
-		if found && bytes.Equal(have, want) {
+		sum := sha256.Sum256(want)
+		if linked && match == hex.EncodeToString(sum[:]) {
 			return nil
-		}
-		match := "none"
-		if found {
-			sum := sha256.Sum256(have)
-			match = hex.EncodeToString(sum[:])
 		}
 		var errb bytes.Buffer
 		code, err := m.helperExec(ctx, c.ID, []string{"proxy", "networks", "--networks", NetworksFile, "--if-match", match, "set"}, bytes.NewReader(want), nil, &errb)
@@ -594,6 +592,26 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 			return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
 		}
 	}
+}
+
+// networksVersion is the SHA-256 of the sidecar's networks file ("none"
+// when there is none), from the stat of the link the helper keeps next to
+// it (one cheap call). Without the link (a file an older helper wrote),
+// the file is read and linked is false: the next push makes the link.
+func (m *Manager) networksVersion(ctx context.Context, id string) (version string, linked bool, err error) {
+	st, err := m.Engine.ContainerStatPath(ctx, id, NetworksHashLink)
+	if err == nil && st.LinkTarget != "" {
+		return path.Base(st.LinkTarget), true, nil
+	}
+	if err != nil && !notFound(err) {
+		return "", false, sbexec.EngineError(err, "cannot stat "+NetworksHashLink+" in the egress sidecar")
+	}
+	have, found, err := m.readFile(ctx, id, NetworksFile)
+	if err != nil || !found {
+		return "none", false, err
+	}
+	sum := sha256.Sum256(have)
+	return hex.EncodeToString(sum[:]), false, nil
 }
 
 // scopeNetwork tells whether n is one of the plugin's scope networks: its

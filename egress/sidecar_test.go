@@ -34,6 +34,7 @@ type fakeEngine struct {
 	networks   []network.Summary
 	volumes    map[string]volume.Volume
 	files      map[string][]byte // container ID + ":" + path
+	links      map[string]string // container ID + ":" + path -> link target
 	execs      [][]string
 	removed    []string
 	created    []string
@@ -114,6 +115,18 @@ func (f *fakeEngine) CopyFromContainer(ctx context.Context, id, path string) (io
 	_, _ = tw.Write(b)
 	_ = tw.Close()
 	return io.NopCloser(&buf), container.PathStat{}, nil
+}
+
+func (f *fakeEngine) ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t, ok := f.links[id+":"+path]; ok {
+		return container.PathStat{Name: path, LinkTarget: t}, nil
+	}
+	if _, ok := f.files[id+":"+path]; ok {
+		return container.PathStat{Name: path}, nil
+	}
+	return container.PathStat{}, notFoundErr()
 }
 
 func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, o container.RemoveOptions) error {
@@ -263,29 +276,41 @@ func TestSquattedObjectsRefused(t *testing.T) {
 	}
 }
 
-// The networks file is pushed only when it changed: when the sidecar
-// holds the same bytes, a refresh is two reads and no exec.
+// The networks file is pushed only when it changed: when the link next to
+// the sidecar's file names the same version, a refresh is a stat and a
+// network list, and no exec.
 func TestRefreshPushesOnlyChanges(t *testing.T) {
 	def, _ := Settings{}.Normalized()
 	nets := []network.Summary{bridgeNet("bridge", "172.17.0.0/16", "", nil, false)}
-	f := &fakeEngine{networks: nets, files: map[string][]byte{}, containers: map[string]container.InspectResponse{
+	f := &fakeEngine{networks: nets, files: map[string][]byte{}, links: map[string]string{}, containers: map[string]container.InspectResponse{
 		SidecarName: sidecarCtr("sc1", sidecarLabels(def), true)}}
 	m := &Manager{Engine: f}
-	f.files["sc1:"+NetworksFile] = HostNetworks(nets, def).Marshal()
+	cur := HostNetworks(nets, def).Marshal()
+	sum := sha256.Sum256(cur)
+	f.links["sc1:"+NetworksHashLink] = DataDir + "/" + hex.EncodeToString(sum[:])
 	if err := m.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.execs) != 0 {
 		t.Fatalf("pushed an unchanged state: %v", f.execs)
 	}
-	// A network created since: pushed (the fake exec fails, after being
-	// asked for with the new state).
+	// A network created since: pushed over the version seen (the fake
+	// exec fails, after being asked for).
 	f.networks = append(f.networks, bridgeNet("later", "172.25.0.0/16", "172.25.0.1", nil, false))
 	err := m.Refresh(context.Background())
-	sum := sha256.Sum256(f.files["sc1:"+NetworksFile])
 	want := "sc1 " + sbexec.HelperPath + " proxy networks --networks " + NetworksFile + " --if-match " + hex.EncodeToString(sum[:]) + " set"
 	if len(f.execs) != 1 || strings.Join(f.execs[0], " ") != want || err == nil {
 		t.Fatalf("execs %v, err %v", f.execs, err)
+	}
+	// No link (a file written by an older helper): the file is read, and
+	// pushed again so that the link exists from then on.
+	f.networks = nets
+	f.execs = nil
+	delete(f.links, "sc1:"+NetworksHashLink)
+	f.files["sc1:"+NetworksFile] = cur
+	_ = m.Refresh(context.Background())
+	if len(f.execs) != 1 || strings.Join(f.execs[0], " ") != want {
+		t.Fatalf("without the link: execs %v", f.execs)
 	}
 }
 

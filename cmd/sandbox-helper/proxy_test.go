@@ -275,4 +275,10 @@ func TestProxyNetworksSet(t *testing.T) {
 	if err != nil || !ok || len(n.Host) != 2 {
 		t.Fatalf("the file after refused pushes: %+v %v %v", n, ok, err)
 	}
+	// The link next to it names the version.
+	b2, _ := os.ReadFile(file)
+	sum2 := sha256.Sum256(b2)
+	if target, err := os.Readlink(file + ".sha"); err != nil || target != hex.EncodeToString(sum2[:]) {
+		t.Fatalf("version link: %q %v", target, err)
+	}
 }
