@@ -44,6 +44,18 @@ const (
 	PolicyFile = DataDir + "/policy.json"
 	LogFile    = DataDir + "/egress.log"
 	StatsFile  = DataDir + "/stats.json"
+	// NetworksFile is the engine's networks as the plugin last pushed
+	// them (addresses of the engine's host, scopes' subnets).
+	NetworksFile = DataDir + "/networks.json"
+	// NetworksHashLink is a symbolic link whose target is the SHA-256 of
+	// the networks file (the helper keeps it).
+	NetworksHashLink = NetworksFile + ".sha"
+	// SettingsFile records the sidecar's settings (written by the proxy at
+	// every start), so that they survive the container's removal.
+	SettingsFile = DataDir + "/settings.json"
+	// SidecarRevision marks what a sidecar relies on; an existing sidecar
+	// of another revision is replaced (with its settings).
+	SidecarRevision = "2"
 )
 
 // Kinds (exec.LabelKind) of the objects this package creates.
@@ -63,6 +75,7 @@ const (
 	LabelNoDNS      = labelPrefix + "no-dns"
 	LabelSettings   = labelPrefix + "settings"
 	LabelHelperID   = labelPrefix + "helper-id"
+	LabelRevision   = labelPrefix + "revision"
 	LabelSubnet     = labelPrefix + "subnet"
 	DefaultOutbound = "bridge"
 	DefaultBits     = 26

@@ -1,14 +1,18 @@
 package egress
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"net/url"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +25,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -45,6 +50,9 @@ type Engine interface {
 	NetworkRemove(ctx context.Context, networkID string) error
 	NetworkDisconnect(ctx context.Context, networkID, containerID string, force bool) error
 	Info(ctx context.Context) (system.Info, error)
+	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ContainerStatPath(ctx context.Context, containerID, path string) (container.PathStat, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 }
 
 // Images provides the helper image (implemented by package images).
@@ -79,70 +87,132 @@ func (m *Manager) sidecar(ctx context.Context) (*container.InspectResponse, erro
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot inspect the egress sidecar")
 	}
-	if c.Config == nil || c.Config.Labels[sbexec.LabelKind] != KindSidecar {
+	if !isSidecar(c) {
 		return nil, sbexec.Errorf(sbexec.CodeEngineError, "a container named %s exists and is not the egress sidecar of docker sandbox: remove or rename it", SidecarName)
 	}
 	return &c, nil
+}
+
+// isSidecar reports whether c is the plugin's sidecar: its name, its
+// labels and its kind say so (labels alone can be copied).
+func isSidecar(c container.InspectResponse) bool {
+	return c.Config != nil && strings.TrimPrefix(c.Name, "/") == SidecarName &&
+		c.Config.Labels[sbexec.LabelManaged] == "true" && c.Config.Labels[sbexec.LabelKind] == KindSidecar
+}
+
+// outdated reports whether c was made by a plugin whose sidecar lacks what
+// this one relies on (the networks file, the host probe, the recorded
+// settings): it is replaced, with its settings.
+func outdated(c *container.InspectResponse) bool {
+	return c != nil && c.Config.Labels[LabelRevision] != SidecarRevision
 }
 
 func running(c *container.InspectResponse) bool {
 	return c != nil && c.State != nil && c.State.Running
 }
 
-// Start makes the sidecar run with settings s. It is idempotent: a running
-// sidecar with the same settings is left alone; one with other settings is
-// an error (stop it first: the sandboxes keep their networks and
-// credentials).
-func (m *Manager) Start(ctx context.Context, s Settings) (*container.InspectResponse, bool, error) {
-	s, err := s.Normalized()
+// Kept returns the settings the sidecar is kept with: those of the
+// existing container (running or stopped), else those recorded in its
+// volume by the last sidecar (they survive `egress stop --rm`, `prune` and
+// a `docker rm`), else nil.
+func (m *Manager) Kept(ctx context.Context) (*Settings, error) {
+	c, err := m.sidecar(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, err
+	}
+	return m.kept(ctx, c)
+}
+
+func (m *Manager) kept(ctx context.Context, c *container.InspectResponse) (*Settings, error) {
+	if c != nil {
+		s, err := settingsFromLabels(c.Config.Labels).Normalized()
+		if err != nil {
+			return nil, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar's settings do not parse (%v): remove it with `docker sandbox egress stop --rm`, then start it with --replace", err)
+		}
+		return &s, nil
+	}
+	return m.keptInVolume(ctx)
+}
+
+// Start makes the sidecar run. Without settings given (no flag), it runs
+// with the kept ones (see Kept), or the defaults when there are none. Given
+// settings that differ from the kept ones are refused (egress_mismatch)
+// unless replace: then the sidecar is re-created with them (sandboxes keep
+// their networks and credentials; open connections end). It is idempotent.
+func (m *Manager) Start(ctx context.Context, s Settings, given, replace bool) (*container.InspectResponse, bool, error) {
+	if given {
+		var err error
+		if s, err = s.Normalized(); err != nil {
+			return nil, false, err
+		}
 	}
 	c, err := m.sidecar(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	if c != nil {
-		have := settingsFromLabels(c.Config.Labels)
-		switch {
-		case c.Config.Labels[LabelSettings] == s.Hash() && running(c):
-			return c, false, m.connectAll(ctx, c, have)
-		case c.Config.Labels[LabelSettings] == s.Hash():
-			// Stopped: start it as it is.
-		case running(c):
-			return nil, false, sbexec.Errorf(CodeEgressMismatch, "the egress sidecar runs with other settings (%s) than asked (%s): run `docker sandbox egress stop` first (sandboxes keep their networks and credentials)",
-				have.Describe(), s.Describe())
-		default:
-			// Stopped with other settings: replace it.
-			if err := m.Engine.ContainerRemove(ctx, SidecarName, container.RemoveOptions{Force: true}); err != nil && !notFound(err) && !conflict(err) {
-				return nil, false, sbexec.EngineError(err, "cannot remove the stopped egress sidecar")
-			}
-			m.waitGone(ctx)
+	kept, err := m.kept(ctx, c)
+	if err != nil && !(replace && given) {
+		return nil, false, err
+	}
+	if !given {
+		if kept != nil {
+			s = *kept
+		}
+		if s, err = s.Normalized(); err != nil {
+			return nil, false, err
+		}
+	}
+	if kept != nil && kept.Hash() != s.Hash() && !replace {
+		state := "is kept"
+		if running(c) {
+			state = "runs"
+		}
+		return nil, false, sbexec.Errorf(CodeEgressMismatch, "the egress sidecar %s with other settings (%s) than asked (%s): `docker sandbox egress start` without settings uses them; `egress start --replace` with the new settings replaces them (sandboxes keep their networks and credentials; open connections end)",
+			state, kept.Describe(), s.Describe())
+	}
+	if c != nil && (settingsFromLabels(c.Config.Labels).Hash() != s.Hash() || outdated(c)) {
+		if err := m.remove(ctx, c); err != nil {
+			return nil, false, err
 		}
 	}
 	return m.ensure(ctx, &s)
 }
 
 // Ensure makes the sidecar run: as it is when it exists, else created with
-// default settings (a proxy-mode exec starts the sidecar if needed).
+// the kept settings or the defaults (a proxy-mode exec starts the sidecar
+// if needed).
 func (m *Manager) Ensure(ctx context.Context) (*container.InspectResponse, Settings, error) {
 	c, err := m.sidecar(ctx)
 	if err != nil {
 		return nil, Settings{}, err
 	}
-	if running(c) {
+	if running(c) && !outdated(c) {
 		return c, settingsFromLabels(c.Config.Labels), nil
 	}
-	var s *Settings
-	if c != nil {
-		have := settingsFromLabels(c.Config.Labels)
-		s = &have
+	s, err := m.kept(ctx, c)
+	if err != nil {
+		return nil, Settings{}, err
+	}
+	if outdated(c) {
+		sbexec.Debugf("egress: replacing a sidecar of revision %q", c.Config.Labels[LabelRevision])
+		if err := m.remove(ctx, c); err != nil {
+			return nil, Settings{}, err
+		}
 	}
 	c, _, err = m.ensure(ctx, s)
 	if err != nil {
 		return nil, Settings{}, err
 	}
 	return c, settingsFromLabels(c.Config.Labels), nil
+}
+
+// remove removes the sidecar container c (its volume stays).
+func (m *Manager) remove(ctx context.Context, c *container.InspectResponse) error {
+	if err := m.Engine.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !notFound(err) && !conflict(err) {
+		return sbexec.EngineError(err, "cannot remove the egress sidecar")
+	}
+	m.waitGone(ctx)
+	return nil
 }
 
 // ensure starts the existing sidecar, or creates it with s (nil: defaults).
@@ -173,7 +243,7 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 				return nil, false, err
 			}
 		} else if !running(c) {
-			err := m.Engine.ContainerStart(ctx, SidecarName, container.StartOptions{})
+			err := m.Engine.ContainerStart(ctx, c.ID, container.StartOptions{})
 			switch {
 			case err == nil || conflict(err) || strings.Contains(err.Error(), "already"):
 				started = true
@@ -182,10 +252,9 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 				// make it again from its settings (they are in its labels).
 				set := settingsFromLabels(c.Config.Labels)
 				s = &set
-				if err := m.Engine.ContainerRemove(ctx, SidecarName, container.RemoveOptions{Force: true}); err != nil && !notFound(err) && !conflict(err) {
-					return nil, false, sbexec.EngineError(err, "cannot replace the egress sidecar")
+				if err := m.remove(ctx, c); err != nil {
+					return nil, false, err
 				}
-				m.waitGone(ctx)
 			default:
 				return nil, false, sbexec.EngineError(err, "cannot start the egress sidecar")
 			}
@@ -195,14 +264,15 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 			return nil, false, err
 		}
 		if running(c) {
-			if err := m.connectAll(ctx, c, settingsFromLabels(c.Config.Labels)); err != nil {
+			set := settingsFromLabels(c.Config.Labels)
+			if err := m.connectAll(ctx, c, set); err != nil {
 				return nil, false, err
 			}
 			if created || started {
 				// Running is not listening yet: wait for the proxy, so
 				// that the caller's first request does not race it.
 				var errb bytes.Buffer
-				code, err := m.helperExec(ctx, []string{"proxy", "wait", "--addr", "127.0.0.1:" + strconv.Itoa(ProxyPort)}, nil, nil, &errb)
+				code, err := m.helperExec(ctx, c.ID, []string{"proxy", "wait", "--addr", "127.0.0.1:" + strconv.Itoa(ProxyPort)}, nil, nil, &errb)
 				if err != nil {
 					return nil, false, err
 				}
@@ -213,6 +283,9 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 			c, err = m.sidecar(ctx)
 			if err != nil || c == nil {
 				return nil, false, sbexec.Errorf(sbexec.CodeEngineError, "the egress sidecar disappeared while starting")
+			}
+			if err := m.refresh(ctx, c, set); err != nil {
+				return nil, false, err
 			}
 			return c, created, nil
 		}
@@ -230,6 +303,122 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 	}
 }
 
+// dataVolume checks that the sidecar's volume, when it exists, is the
+// plugin's (name, labels and kind): a look-alike would be given every
+// scope's credentials. ok is false when there is none.
+func (m *Manager) dataVolume(ctx context.Context) (bool, error) {
+	v, err := m.Engine.VolumeInspect(ctx, VolumeName)
+	if notFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, sbexec.EngineError(err, "cannot inspect volume "+VolumeName)
+	}
+	if v.Name != VolumeName || v.Labels[sbexec.LabelManaged] != "true" || v.Labels[sbexec.LabelKind] != KindData {
+		return false, sbexec.Errorf(sbexec.CodeEngineError, "a volume named %s exists and is not the egress data of docker sandbox: remove or rename it", VolumeName)
+	}
+	return true, nil
+}
+
+// settingsRecord is the settings file in the sidecar's volume.
+type settingsRecord struct {
+	OutboundNetwork string   `json:"outbound_network"`
+	SubnetPool      string   `json:"subnet_pool"`
+	SubnetBits      int      `json:"subnet_bits"`
+	Hosts           []string `json:"hosts"`
+	NoDNS           bool     `json:"no_dns"`
+}
+
+func (s Settings) record() []byte {
+	hosts := s.Hosts
+	if hosts == nil {
+		hosts = []string{}
+	}
+	b, _ := json.Marshal(settingsRecord{OutboundNetwork: s.OutboundNetwork, SubnetPool: s.Pool.String(), SubnetBits: s.Bits, Hosts: hosts, NoDNS: s.NoDNS})
+	return b
+}
+
+func parseSettingsRecord(b []byte) (Settings, error) {
+	var r settingsRecord
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Settings{}, err
+	}
+	pool, err := netip.ParsePrefix(r.SubnetPool)
+	if err != nil {
+		return Settings{}, err
+	}
+	return Settings{OutboundNetwork: r.OutboundNetwork, Pool: pool, Bits: r.SubnetBits, Hosts: r.Hosts, NoDNS: r.NoDNS}.Normalized()
+}
+
+// keptInVolume reads the settings the last sidecar recorded in its volume,
+// through a container of the helper image that mounts the volume read-only
+// and is never started. nil when there is no volume or no record.
+func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
+	ok, err := m.dataVolume(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if m.Images == nil {
+		return nil, sbexec.Errorf(CodeEgressUnavailable, "cannot read the egress sidecar's kept settings: no helper image")
+	}
+	info, err := m.Engine.Info(ctx)
+	if err != nil {
+		return nil, sbexec.EngineError(err, "cannot read the engine's architecture")
+	}
+	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.Engine.ContainerCreate(ctx, &container.Config{
+		Image: ref, User: sbexec.SandboxUser, Entrypoint: []string{sbexec.HelperPath}, Labels: sbexec.BaseLabels(sbexec.KindProbe), WorkingDir: "/",
+	}, &container.HostConfig{
+		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName, Target: DataDir, ReadOnly: true}},
+	}, nil, nil, sbexec.PluginObjectName("egress-read."+strconv.FormatInt(time.Now().UnixNano(), 36)))
+	if err != nil {
+		return nil, sbexec.EngineError(err, "cannot read the egress sidecar's kept settings")
+	}
+	defer func() {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+	}()
+	b, found, err := m.readFile(ctx, resp.ID, SettingsFile)
+	if err != nil || !found {
+		return nil, err
+	}
+	set, err := parseSettingsRecord(b)
+	if err != nil {
+		return nil, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar's kept settings (%s in volume %s) do not parse: %v (start it with --replace and the settings you want)", SettingsFile, VolumeName, err)
+	}
+	return &set, nil
+}
+
+// readFile reads one small file of a container through the Engine API
+// (found is false when it does not exist).
+func (m *Manager) readFile(ctx context.Context, id, path string) ([]byte, bool, error) {
+	rc, _, err := m.Engine.CopyFromContainer(ctx, id, path)
+	if notFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, sbexec.EngineError(err, "cannot read "+path+" in the egress sidecar")
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	h, err := tr.Next()
+	if err != nil || h.Typeflag != tar.TypeReg || h.Size > maxStateFile {
+		return nil, false, sbexec.Errorf(CodeEgressUnavailable, "%s in the egress sidecar is not a small regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(tr, maxStateFile))
+	if err != nil {
+		return nil, false, sbexec.Wrap(CodeEgressUnavailable, err, "cannot read %s in the egress sidecar", path)
+	}
+	return b, true, nil
+}
+
+const maxStateFile = 1 << 20
+
 // create makes the sidecar container and starts it.
 func (m *Manager) create(ctx context.Context, s Settings) error {
 	out, err := m.Engine.NetworkInspect(ctx, s.OutboundNetwork, network.InspectOptions{})
@@ -242,6 +431,12 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	if out.Driver == "host" || out.Driver == "null" {
 		return sbexec.Errorf(sbexec.CodeBadFlag, "the outbound network must be a bridge-like network, not %q (%s)", s.OutboundNetwork, out.Driver)
 	}
+	if _, _, ok := scopeNetwork(out); ok || sbexec.IsPluginObjectName(out.Name) {
+		return sbexec.Errorf(sbexec.CodeBadFlag, "the outbound network cannot be one of docker sandbox's own networks (%s)", out.Name)
+	}
+	if _, err := m.dataVolume(ctx); err != nil {
+		return err
+	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
 		return sbexec.EngineError(err, "cannot read the engine's architecture")
@@ -250,17 +445,23 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	if err != nil {
 		return err
 	}
-	deny, err := m.denyList(ctx, s)
+	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
-		return err
+		return sbexec.EngineError(err, "cannot list networks")
 	}
 	cmd := []string{sbexec.HelperPath, "proxy",
 		"--listen", ":" + strconv.Itoa(ProxyPort),
 		"--policy", PolicyFile, "--log", LogFile, "--stats", StatsFile,
+		"--networks", NetworksFile, "--host-probe",
+		"--settings", string(s.record()), "--settings-file", SettingsFile,
 		"--clients", s.Pool.String(),
+		// The scope pool; the engine's host addresses known now (the
+		// networks file, pushed on every proxy-mode exec and egress
+		// command, adds later ones).
+		"--deny", s.Pool.String(),
 	}
-	for _, d := range deny {
-		cmd = append(cmd, "--deny", d.String())
+	for _, a := range HostNetworks(nets, s).Host {
+		cmd = append(cmd, "--deny", netip.PrefixFrom(a, a.BitLen()).String())
 	}
 	for _, h := range s.Hosts {
 		cmd = append(cmd, "--host", h)
@@ -271,6 +472,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	labels := s.labels()
 	labels[sbexec.LabelVersion] = m.Version
 	labels[LabelHelperID] = m.HelperID
+	labels[LabelRevision] = SidecarRevision
 	volLabels := sbexec.BaseLabels(KindData)
 	pids := int64(512)
 	cfg := &container.Config{
@@ -293,6 +495,9 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "2"}},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName, Target: DataDir,
 			VolumeOptions: &mount.VolumeOptions{Labels: volLabels}}},
+		// The sidecar is on every scope network and the outbound one: it
+		// must never route packets between them.
+		Sysctls: map[string]string{"net.ipv4.ip_forward": "0", "net.ipv6.conf.all.forwarding": "0"},
 		Resources: container.Resources{
 			Memory: 512 << 20, MemorySwap: 512 << 20, PidsLimit: &pids,
 			Ulimits: []*container.Ulimit{{Name: "nofile", Soft: 16384, Hard: 16384}},
@@ -312,55 +517,150 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	return nil
 }
 
-// denyList is what the proxy never dials besides the special-purpose
-// ranges: the scope subnet pool and every network gateway on the engine
-// (the engine's host).
-func (m *Manager) denyList(ctx context.Context, s Settings) ([]netip.Prefix, error) {
-	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
-	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot list networks")
-	}
-	set := map[netip.Prefix]bool{s.Pool: true}
-	for _, n := range nets {
-		for _, c := range n.IPAM.Config {
+// HostNetworks computes what the sidecar must know about the engine's
+// networks: every address of the engine's host a network shows (each
+// gateway; the first address of a subnet with no gateway recorded, as the
+// default bridge on API 1.41; auxiliary addresses), and each scope's
+// subnet (only the plugin's own scope networks, in the pool of s).
+func HostNetworks(nets []network.Summary, s Settings) policy.Networks {
+	n := policy.Networks{Version: policy.NetworksVersion, Host: []netip.Addr{}, Scopes: map[string]netip.Prefix{}}
+	for _, nw := range nets {
+		for _, c := range nw.IPAM.Config {
+			sub, serr := netip.ParsePrefix(c.Subnet)
 			if gw, err := netip.ParseAddr(c.Gateway); err == nil {
-				set[netip.PrefixFrom(gw, gw.BitLen())] = true
+				n.Host = append(n.Host, gw.WithZone(""))
+			} else if serr == nil && sub.Bits() <= sub.Addr().BitLen()-2 {
+				n.Host = append(n.Host, sub.Masked().Addr().Next())
 			}
-			if n.Labels[sbexec.LabelKind] == KindNetwork {
-				if p, err := netip.ParsePrefix(c.Subnet); err == nil {
-					set[p.Masked()] = true
+			for _, aux := range c.AuxAddress {
+				if a, err := netip.ParseAddr(aux); err == nil {
+					n.Host = append(n.Host, a.WithZone(""))
 				}
 			}
 		}
-	}
-	out := make([]netip.Prefix, 0, len(set))
-	for p := range set {
-		if !s.Pool.Contains(p.Addr()) || p == s.Pool {
-			out = append(out, p)
+		if scope, sub, ok := scopeNetwork(nw); ok && (!s.Pool.IsValid() || s.Pool.Contains(sub.Addr())) {
+			n.Scopes[scope] = sub
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, nil
+	out, _ := n.Normalized()
+	return out
 }
 
-// scopeNetworks lists the scope networks.
+// Refresh pushes the engine's networks to the running sidecar when they
+// changed (compared with the file it holds: two Engine API calls when
+// nothing changed). Every proxy-mode exec and egress command calls it, so
+// that a network created after the sidecar started has its gateway denied.
+func (m *Manager) Refresh(ctx context.Context) error {
+	c, err := m.sidecar(ctx)
+	if err != nil || !running(c) {
+		return err
+	}
+	return m.refresh(ctx, c, settingsFromLabels(c.Config.Labels))
+}
+
+func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s Settings) error {
+	// Read the sidecar's file first, then list the networks, then replace
+	// only the version read: a concurrent push (another client's newer
+	// picture) makes this one start again, so the last word is never an
+	// older list of networks.
+	for attempt := 0; ; attempt++ {
+		match, linked, err := m.networksVersion(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
+		if err != nil {
+			return sbexec.EngineError(err, "cannot list networks")
+		}
+		want := HostNetworks(nets, s).Marshal()
+		sum := sha256.Sum256(want)
+		if linked && match == hex.EncodeToString(sum[:]) {
+			return nil
+		}
+		var errb bytes.Buffer
+		code, err := m.helperExec(ctx, c.ID, []string{"proxy", "networks", "--networks", NetworksFile, "--if-match", match, "set"}, bytes.NewReader(want), nil, &errb)
+		if err != nil {
+			return err
+		}
+		switch {
+		case code == 0:
+			sbexec.Debugf("egress: networks pushed")
+			return nil
+		case code == 3 && attempt < 10:
+			continue // pushed by another call meanwhile: look again
+		default:
+			return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
+		}
+	}
+}
+
+// networksVersion is the SHA-256 of the sidecar's networks file ("none"
+// when there is none), from the stat of the link the helper keeps next to
+// it (one cheap call). Without the link (a file an older helper wrote),
+// the file is read and linked is false: the next push makes the link.
+func (m *Manager) networksVersion(ctx context.Context, id string) (version string, linked bool, err error) {
+	st, err := m.Engine.ContainerStatPath(ctx, id, NetworksHashLink)
+	if err == nil && st.LinkTarget != "" {
+		return path.Base(st.LinkTarget), true, nil
+	}
+	if err != nil && !notFound(err) {
+		return "", false, sbexec.EngineError(err, "cannot stat "+NetworksHashLink+" in the egress sidecar")
+	}
+	have, found, err := m.readFile(ctx, id, NetworksFile)
+	if err != nil || !found {
+		return "none", false, err
+	}
+	sum := sha256.Sum256(have)
+	return hex.EncodeToString(sum[:]), false, nil
+}
+
+// scopeNetwork tells whether n is one of the plugin's scope networks: its
+// name, its labels (managed, kind, scope) and its shape (internal, one IPv4
+// subnet) all say so; labels alone can be copied onto a user's network.
+func scopeNetwork(n network.Summary) (scope string, sub netip.Prefix, ok bool) {
+	scope = n.Labels[sbexec.LabelScope]
+	if n.Labels[sbexec.LabelManaged] != "true" || n.Labels[sbexec.LabelKind] != KindNetwork ||
+		sbexec.ValidateName("scope", scope) != nil || n.Name != NetworkName(scope) || !n.Internal {
+		return "", netip.Prefix{}, false
+	}
+	sub, ok = subnetOf(n)
+	if !ok {
+		return "", netip.Prefix{}, false
+	}
+	if _, err := LayoutOf(sub); err != nil {
+		return "", netip.Prefix{}, false
+	}
+	return scope, sub, true
+}
+
+// scopeNetworks lists the scope networks (only the plugin's own).
 func (m *Manager) scopeNetworks(ctx context.Context) ([]network.Summary, error) {
 	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", sbexec.LabelManaged+"=true"), filters.Arg("label", sbexec.LabelKind+"="+KindNetwork))})
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot list the scope networks")
 	}
-	return nets, nil
+	out := nets[:0]
+	for _, n := range nets {
+		if _, _, ok := scopeNetwork(n); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
-// connectAll connects the sidecar to every scope network it is not on
-// (after it was re-created, or when a network was made by another call).
+// connectAll connects the sidecar to every scope network of its pool it is
+// not on (after it was re-created, or when a network was made by another
+// call).
 func (m *Manager) connectAll(ctx context.Context, c *container.InspectResponse, s Settings) error {
 	nets, err := m.scopeNetworks(ctx)
 	if err != nil {
 		return err
 	}
 	for _, n := range nets {
+		if _, sub, _ := scopeNetwork(n); s.Pool.IsValid() && !s.Pool.Contains(sub.Addr()) {
+			continue
+		}
 		if err := m.connect(ctx, c, n); err != nil {
 			return err
 		}
@@ -377,7 +677,8 @@ func subnetOf(n network.Inspect) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
-// connect puts the sidecar on network n at the layout's proxy address.
+// connect puts the sidecar on scope network n at the layout's proxy
+// address.
 func (m *Manager) connect(ctx context.Context, c *container.InspectResponse, n network.Inspect) error {
 	if c.NetworkSettings != nil {
 		for name, ep := range c.NetworkSettings.Networks {
@@ -386,15 +687,12 @@ func (m *Manager) connect(ctx context.Context, c *container.InspectResponse, n n
 			}
 		}
 	}
-	sub, ok := subnetOf(n)
+	_, sub, ok := scopeNetwork(n)
 	if !ok {
-		return nil
+		return nil // not one of ours: never joined
 	}
-	lay, err := LayoutOf(sub)
-	if err != nil {
-		return nil // not one of ours to use
-	}
-	err = m.Engine.NetworkConnect(ctx, n.ID, SidecarName, &network.EndpointSettings{
+	lay, _ := LayoutOf(sub)
+	err := m.Engine.NetworkConnect(ctx, n.ID, c.ID, &network.EndpointSettings{
 		IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: lay.Proxy.String()},
 	})
 	if err != nil && !alreadyConnected(err) {
@@ -417,8 +715,8 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 	for attempt := 0; attempt < 20; attempt++ {
 		n, err := m.Engine.NetworkInspect(ctx, name, network.InspectOptions{})
 		if err == nil {
-			sub, ok := subnetOf(n)
-			if !ok || n.Labels[sbexec.LabelKind] != KindNetwork {
+			got, sub, ok := scopeNetwork(n)
+			if !ok || got != scope {
 				return n, Layout{}, false, sbexec.Errorf(sbexec.CodeEngineError, "network %s exists and is not a docker sandbox scope network: remove it", name)
 			}
 			lay, err := LayoutOf(sub)
@@ -479,17 +777,26 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 }
 
 // Attach prepares a proxy-mode sandbox of scope: the sidecar runs, the
-// scope's network exists with the sidecar on it, and the scope has a
-// credential. rules, when not nil, replace the scope's policy; otherwise
-// the stored policy stays (empty for a new scope: everything denied).
-// known is the proxy URL of the scope's existing sandbox, if any: without
-// rules, it is reused as it is.
+// scope's network exists with the sidecar on it, the sidecar knows the
+// engine's networks as they are now, and the scope has a credential.
+// rules, when not nil, replace the scope's policy; otherwise the stored
+// policy stays (empty for a new scope: everything denied). known is the
+// proxy URL of the scope's existing sandbox, if any: without rules, it is
+// reused as it is.
 func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules, known string) (Attachment, error) {
-	n, lay, created, err := m.EnsureNetwork(ctx, scope)
+	c, s, err := m.Ensure(ctx)
+	if err != nil {
+		return Attachment{}, err
+	}
+	n, lay, created, err := m.attachNetwork(ctx, c, s, scope)
 	if err != nil {
 		return Attachment{}, err
 	}
 	att := Attachment{Network: n.Name, NetworkCreated: created, DNS: []string{lay.DNS.String()}, DNSOptions: []string{"timeout:1", "attempts:1"}}
+	if err := m.refresh(ctx, c, s); err != nil {
+		return att, err
+	}
+	sbexec.Debugf("egress: networks checked")
 	// The sandbox exists already and this call changes no policy: its
 	// proxy URL is all it needs (an exec in the sidecar costs ~0.1 s).
 	if rules == nil && known != "" {
@@ -498,9 +805,9 @@ func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules,
 			return att, nil
 		}
 	}
-	entry, err := m.setScope(ctx, scope, rules)
+	entry, err := m.setScope(ctx, c.ID, scope, rules)
 	if err != nil {
-		return Attachment{}, err
+		return att, err
 	}
 	sbexec.Debugf("egress: policy set")
 	att.ProxyURL = fmt.Sprintf("http://%s:%s@%s:%d", scope, entry.Token, lay.Proxy, ProxyPort)
@@ -515,6 +822,10 @@ func (m *Manager) EnsureNetwork(ctx context.Context, scope string) (n network.In
 	if err != nil {
 		return n, lay, false, err
 	}
+	return m.attachNetwork(ctx, c, s, scope)
+}
+
+func (m *Manager) attachNetwork(ctx context.Context, c *container.InspectResponse, s Settings, scope string) (n network.Inspect, lay Layout, created bool, err error) {
 	sbexec.Debugf("egress: sidecar ready")
 	n, lay, created, err = m.ensureNetwork(ctx, scope, s)
 	if err != nil {
@@ -534,7 +845,7 @@ type ScopeEntry struct {
 }
 
 // setScope ensures the scope's credential and, with rules, sets its policy.
-func (m *Manager) setScope(ctx context.Context, scope string, rules *policy.Rules) (ScopeEntry, error) {
+func (m *Manager) setScope(ctx context.Context, id, scope string, rules *policy.Rules) (ScopeEntry, error) {
 	args := []string{"proxy", "policy", "--policy", PolicyFile, "ensure", scope}
 	var stdin io.Reader
 	if rules != nil {
@@ -543,7 +854,7 @@ func (m *Manager) setScope(ctx context.Context, scope string, rules *policy.Rule
 		stdin = bytes.NewReader(b)
 	}
 	var out, errb bytes.Buffer
-	code, err := m.helperExec(ctx, args, stdin, &out, &errb)
+	code, err := m.helperExec(ctx, id, args, stdin, &out, &errb)
 	if err != nil {
 		return ScopeEntry{}, err
 	}
@@ -561,10 +872,11 @@ func (m *Manager) setScope(ctx context.Context, scope string, rules *policy.Rule
 // SetPolicy replaces a scope's policy (creating its credential if needed).
 // The sidecar must exist (a stopped one is started).
 func (m *Manager) SetPolicy(ctx context.Context, scope string, rules policy.Rules) (policy.Rules, error) {
-	if _, err := m.RunningSidecar(ctx); err != nil {
+	c, err := m.RunningSidecar(ctx)
+	if err != nil {
 		return policy.Rules{}, err
 	}
-	e, err := m.setScope(ctx, scope, &rules)
+	e, err := m.setScope(ctx, c.ID, scope, &rules)
 	return e.Rules, err
 }
 
@@ -575,9 +887,9 @@ type State struct {
 }
 
 // ReadState asks the running sidecar for its state.
-func (m *Manager) ReadState(ctx context.Context) (State, error) {
+func (m *Manager) ReadState(ctx context.Context, c *container.InspectResponse) (State, error) {
 	var out, errb bytes.Buffer
-	code, err := m.helperExec(ctx, []string{"proxy", "state", "--policy", PolicyFile, "--stats", StatsFile}, nil, &out, &errb)
+	code, err := m.helperExec(ctx, c.ID, []string{"proxy", "state", "--policy", PolicyFile, "--stats", StatsFile}, nil, &out, &errb)
 	if err != nil {
 		return State{}, err
 	}
@@ -593,7 +905,8 @@ func (m *Manager) ReadState(ctx context.Context) (State, error) {
 
 // RunningSidecar returns the sidecar when it runs, starting it when it
 // exists but stopped; it never creates one (reading policies and logs does
-// not start a proxy that was never asked for).
+// not start a proxy that was never asked for). It brings the sidecar's
+// view of the engine's networks up to date.
 func (m *Manager) RunningSidecar(ctx context.Context) (*container.InspectResponse, error) {
 	c, err := m.sidecar(ctx)
 	if err != nil {
@@ -602,16 +915,17 @@ func (m *Manager) RunningSidecar(ctx context.Context) (*container.InspectRespons
 	if c == nil {
 		return nil, sbexec.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start` (a proxy-mode exec starts it too)")
 	}
-	if running(c) {
-		return c, nil
+	if running(c) && !outdated(c) {
+		return c, m.refresh(ctx, c, settingsFromLabels(c.Config.Labels))
 	}
-	c, _, err = m.ensure(ctx, nil)
-	return c, err
+	c2, _, err := m.Ensure(ctx)
+	return c2, err
 }
 
-// helperExec runs the helper in the sidecar and returns its exit code.
-func (m *Manager) helperExec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	resp, err := m.Engine.ContainerExecCreate(ctx, SidecarName, container.ExecOptions{
+// helperExec runs the helper in the sidecar (by its ID: the container that
+// was checked) and returns its exit code.
+func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User: sbexec.SandboxUser, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
 		Cmd: append([]string{sbexec.HelperPath}, args...),
 	})
@@ -656,11 +970,12 @@ func (m *Manager) helperExec(ctx context.Context, args []string, stdin io.Reader
 	return ins.ExitCode, nil
 }
 
-// Stop stops the sidecar; it keeps its settings, so that the next start
-// (or proxy-mode exec) brings it back as it was. With remove, it removes
-// the sidecar and the scope networks no sandbox uses. Its volume, with the
-// credentials, the policies and the log, stays either way. It reports
-// whether there was a sidecar and which networks it removed.
+// Stop stops the sidecar. Its settings are kept (in its labels, and in its
+// volume), so that the next start or proxy-mode exec brings it back as it
+// was. With remove, it removes the sidecar and the scope networks no
+// sandbox uses; the volume, with the credentials, the policies, the log and
+// the settings, stays either way. It reports whether there was a sidecar
+// and which networks it removed.
 func (m *Manager) Stop(ctx context.Context, remove bool) (bool, []string, error) {
 	c, err := m.sidecar(ctx)
 	if err != nil || c == nil {
@@ -668,15 +983,14 @@ func (m *Manager) Stop(ctx context.Context, remove bool) (bool, []string, error)
 	}
 	if !remove {
 		timeout := 5
-		if err := m.Engine.ContainerStop(ctx, SidecarName, container.StopOptions{Timeout: &timeout}); err != nil && !notFound(err) {
+		if err := m.Engine.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &timeout}); err != nil && !notFound(err) {
 			return false, nil, sbexec.EngineError(err, "cannot stop the egress sidecar")
 		}
 		return true, nil, nil
 	}
-	if err := m.Engine.ContainerRemove(ctx, SidecarName, container.RemoveOptions{Force: true}); err != nil && !notFound(err) && !conflict(err) {
-		return false, nil, sbexec.EngineError(err, "cannot remove the egress sidecar")
+	if err := m.remove(ctx, c); err != nil {
+		return false, nil, err
 	}
-	m.waitGone(ctx)
 	found := true
 	nets, err := m.scopeNetworks(ctx)
 	if err != nil {
@@ -707,7 +1021,8 @@ func (m *Manager) waitGone(ctx context.Context) {
 
 // RemoveScope removes a scope's network (when no sandbox uses it: the
 // sidecar is disconnected from it first) and, with forget, its credential
-// and policy. It is for `rm`, `prune`, and a failed first exec.
+// and policy. It is for `rm`, `prune`, and a failed first exec. A network
+// of that name that is not the plugin's scope network is left alone.
 func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) error {
 	n, err := m.Engine.NetworkInspect(ctx, NetworkName(scope), network.InspectOptions{})
 	if notFound(err) {
@@ -716,17 +1031,26 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) er
 	if err != nil {
 		return sbexec.EngineError(err, "cannot inspect network "+NetworkName(scope))
 	}
-	for _, ep := range n.Containers {
-		if ep.Name != SidecarName {
+	if got, _, ok := scopeNetwork(n); !ok || got != scope {
+		return sbexec.Errorf(sbexec.CodeEngineError, "network %s is not a docker sandbox scope network: left alone", n.Name)
+	}
+	c, err := m.sidecar(ctx)
+	if err != nil {
+		return err
+	}
+	for id, ep := range n.Containers {
+		if c == nil || id != c.ID {
 			return sbexec.Errorf(sbexec.CodeScopeBusy, "network %s is still used by %s", n.Name, ep.Name)
 		}
 	}
-	_ = m.Engine.NetworkDisconnect(ctx, n.ID, SidecarName, true)
+	if c != nil {
+		_ = m.Engine.NetworkDisconnect(ctx, n.ID, c.ID, true)
+	}
 	if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
 		return sbexec.EngineError(err, "cannot remove network "+NetworkName(scope))
 	}
-	if c, err := m.sidecar(ctx); forget && err == nil && running(c) {
-		_, _ = m.helperExec(ctx, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, nil)
+	if forget && running(c) {
+		_, _ = m.helperExec(ctx, c.ID, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, nil)
 	}
 	return nil
 }

@@ -127,7 +127,10 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 	}
 	sort.Slice(st.Networks, func(i, j int) bool { return st.Networks[i].Scope < st.Networks[j].Scope })
 	if st.Running {
-		state, err := m.ReadState(ctx)
+		if err := m.refresh(ctx, c, settingsFromLabels(c.Config.Labels)); err != nil {
+			return st, err
+		}
+		state, err := m.ReadState(ctx, c)
 		if err != nil {
 			return st, err
 		}
@@ -143,10 +146,11 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 
 // Policy returns a scope's policy; ok is false when the scope has none.
 func (m *Manager) Policy(ctx context.Context, scope string) (ScopePolicy, bool, error) {
-	if _, err := m.RunningSidecar(ctx); err != nil {
+	c, err := m.RunningSidecar(ctx)
+	if err != nil {
 		return ScopePolicy{}, false, err
 	}
-	st, err := m.ReadState(ctx)
+	st, err := m.ReadState(ctx, c)
 	if err != nil {
 		return ScopePolicy{}, false, err
 	}
@@ -157,7 +161,8 @@ func (m *Manager) Policy(ctx context.Context, scope string) (ScopePolicy, bool, 
 // Logs streams the decision log's lines to out (the last tail lines, -1
 // for all; with follow, new lines until ctx ends).
 func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer) error {
-	if _, err := m.RunningSidecar(ctx); err != nil {
+	c, err := m.RunningSidecar(ctx)
+	if err != nil {
 		return err
 	}
 	args := []string{"proxy", "logs", "--log", LogFile, "--tail", fmt.Sprint(tail)}
@@ -172,7 +177,7 @@ func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer
 		stdin = pr
 	}
 	var errb strings.Builder
-	code, err := m.helperExec(ctx, args, stdin, out, &errb)
+	code, err := m.helperExec(ctx, c.ID, args, stdin, out, &errb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

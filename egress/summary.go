@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/docker-sandbox/docker-sandbox/egress/iprules"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
@@ -21,6 +24,8 @@ type SummaryEntry struct {
 	Codes []string  `json:"codes"`
 	IPs   []string  `json:"ips"`
 	Last  time.Time `json:"last"`
+	// private are the private addresses allowed requests needed.
+	private []string
 }
 
 // Summary is `egress logs --summary`: what was allowed and denied, and
@@ -29,8 +34,11 @@ type Summary struct {
 	Allowed []SummaryEntry `json:"allowed"`
 	Denied  []SummaryEntry `json:"denied"`
 	// Suggested maps a scope to an `egress policy` command allowing the
-	// hosts and ports it reached (learn with --allow '*', then enforce).
+	// hosts and ports it reached, and the private addresses their answers
+	// held (learn with --allow '*' and --allow-cidr, then enforce).
 	Suggested map[string]string `json:"suggested"`
+	// Rules are the suggested policies themselves.
+	Rules map[string]policy.Rules `json:"rules"`
 }
 
 type sumKey struct {
@@ -69,6 +77,13 @@ func Summarize(r io.Reader, scope string) (Summary, error) {
 		if rec.IP != "" && !contains(e.IPs, rec.IP) && len(e.IPs) < 16 {
 			e.IPs = append(e.IPs, rec.IP)
 		}
+		if rec.Decision == proxy.Allow {
+			for _, ip := range rec.PrivateIPs {
+				if !contains(e.private, ip) {
+					e.private = append(e.private, ip)
+				}
+			}
+		}
 		if rec.Time.After(e.Last) {
 			e.Last = rec.Time
 		}
@@ -76,43 +91,78 @@ func Summarize(r io.Reader, scope string) (Summary, error) {
 	if err := sc.Err(); err != nil {
 		return Summary{}, err
 	}
-	s := Summary{Allowed: sorted(allowed), Denied: sorted(denied), Suggested: map[string]string{}}
-	hosts, ports := map[string][]string{}, map[string]map[int]bool{}
+	s := Summary{Allowed: sorted(allowed), Denied: sorted(denied), Suggested: map[string]string{}, Rules: map[string]policy.Rules{}}
+	type acc struct {
+		hosts, cidrs []string
+		ports        []int
+	}
+	per := map[string]*acc{}
 	for _, e := range s.Allowed {
-		if e.Scope == "" {
+		if !policy.ValidScope(e.Scope) {
 			continue
 		}
-		if !contains(hosts[e.Scope], e.Host) {
-			hosts[e.Scope] = append(hosts[e.Scope], e.Host)
+		a := per[e.Scope]
+		if a == nil {
+			a = &acc{}
+			per[e.Scope] = a
 		}
-		if ports[e.Scope] == nil {
-			ports[e.Scope] = map[int]bool{}
+		h, err := policy.ParseHost(e.Host)
+		if err != nil || e.Port < 1 || e.Port > 65535 {
+			continue // not a target the proxy could have allowed
 		}
-		ports[e.Scope][e.Port] = true
+		// A private address (a literal, or among a name's answers) was
+		// allowed only through allow_cidrs: each is listed (a name's
+		// answers must all be). A private literal needs nothing else.
+		for _, ip := range e.private {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				p := netip.PrefixFrom(a, a.BitLen()).String()
+				if !contains(per[e.Scope].cidrs, p) {
+					per[e.Scope].cidrs = append(per[e.Scope].cidrs, p)
+				}
+			}
+		}
+		if !(h.IsLiteral() && iprules.Classify(h.Addr).Class == iprules.Private) && !contains(a.hosts, h.String()) {
+			a.hosts = append(a.hosts, h.String())
+		}
+		if !containsInt(a.ports, e.Port) {
+			a.ports = append(a.ports, e.Port)
+		}
 	}
-	for sc, hs := range hosts {
-		sort.Strings(hs)
-		cmd := "docker sandbox egress policy " + sc
-		for _, h := range hs {
-			cmd += " --allow " + shellQuote(h)
+	for sc, a := range per {
+		r, err := policy.Rules{Allow: a.hosts, AllowPorts: a.ports, AllowCIDRs: a.cidrs}.Normalize()
+		if err != nil {
+			continue
 		}
-		var ps []int
-		custom := false
-		for p := range ports[sc] {
-			ps = append(ps, p)
-			if p != 80 && p != 443 {
-				custom = true
-			}
-		}
-		if custom {
-			sort.Ints(ps)
-			for _, p := range ps {
-				cmd += fmt.Sprintf(" --allow-port %d", p)
-			}
-		}
-		s.Suggested[sc] = cmd
+		s.Rules[sc] = r
+		s.Suggested[sc] = suggestCommand(sc, r)
 	}
 	return s, nil
+}
+
+// suggestCommand is the `egress policy` command that sets r, with every
+// port listed (exactly those used, not the default 80 and 443).
+func suggestCommand(scope string, r policy.Rules) string {
+	var b strings.Builder
+	b.WriteString("docker sandbox egress policy " + scope)
+	for _, h := range r.Allow {
+		b.WriteString(" --allow " + shellQuote(h))
+	}
+	for _, p := range r.AllowPorts {
+		fmt.Fprintf(&b, " --allow-port %d", p)
+	}
+	for _, c := range r.AllowCIDRs {
+		b.WriteString(" --allow-cidr " + shellQuote(c))
+	}
+	return b.String()
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
 }
 
 func sorted(m map[sumKey]*SummaryEntry) []SummaryEntry {

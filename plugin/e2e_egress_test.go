@@ -207,7 +207,7 @@ func egSetup(t *testing.T) *egFixture {
 	f.upIP = c.NetworkSettings.Networks[f.outNet].IPAddress
 
 	f.startArgs = []string{"egress", "start", "--outbound-network", f.outNet, "--no-dns", "--add-host", egUpName + "=" + f.upIP}
-	r := sb(t, f.startArgs...)
+	r := sb(t, append(f.startArgs, "--replace")...) // whatever settings a volume kept
 	t.Cleanup(func() {
 		r := sb(t, "egress", "stop", "--rm")
 		if r.Code != 0 {
@@ -344,7 +344,7 @@ func TestEgressLive(t *testing.T) {
 			t.Fatalf("second start: %+v %v\n%s", st, err, r)
 		}
 		// Other settings while it runs: refused, and nothing changes.
-		r = sb(t, "egress", "start", "--format", "json")
+		r = sb(t, "egress", "start", "--outbound-network", "bridge", "--format", "json")
 		wantCode(t, r, 125)
 		if e := decodeErr(t, r); e.Error.Code != "egress_mismatch" || !strings.Contains(e.Error.Message, f.outNet) {
 			t.Fatalf("start with other settings: %+v", e)
@@ -682,6 +682,7 @@ for name, fu in futs.items():
 				Host       string    `json:"host"`
 				Port       int       `json:"port"`
 				IP         string    `json:"ip"`
+				PrivateIPs []string  `json:"private_ips"`
 				Decision   string    `json:"decision"`
 				Code       string    `json:"code"`
 				Reason     string    `json:"reason"`
@@ -892,6 +893,148 @@ for name, fu in futs.items():
 			t.Fatalf("sidecar after exec: %v", err)
 		}
 		egCheckUpstream(t, f)
+	})
+
+	t.Run("stop, then a plain start keeps the settings", func(t *testing.T) {
+		// The air-gapped settings (an internal outbound network, no DNS, a
+		// static host) survive a stop, a removal of the container, and a
+		// start without flags; other settings are refused either way.
+		status := func() (st struct {
+			State           string   `json:"state"`
+			OutboundNetwork string   `json:"outbound_network"`
+			Hosts           []string `json:"hosts"`
+			NoDNS           bool     `json:"no_dns"`
+		}) {
+			t.Helper()
+			r := sb(t, "egress", "status", "--format", "json")
+			wantCode(t, r, 0)
+			if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+				t.Fatalf("%v\n%s", err, r)
+			}
+			return st
+		}
+		wantHosts := egUpName + "=" + f.upIP
+		for _, stop := range [][]string{{"egress", "stop"}, {"egress", "stop", "--rm"}} {
+			wantCode(t, sb(t, stop...), 0)
+			// Other settings while stopped or removed: refused, nothing made.
+			r := sb(t, "egress", "start", "--outbound-network", "bridge", "--format", "json")
+			wantCode(t, r, 125)
+			if e := decodeErr(t, r); e.Error.Code != "egress_mismatch" || !strings.Contains(e.Error.Message, f.outNet) {
+				t.Fatalf("after %v, start with other settings: %+v", stop, e)
+			}
+			if st := status(); st.State == "running" {
+				t.Fatalf("after %v, a refused start started the sidecar", stop)
+			}
+			wantCode(t, sb(t, "egress", "start"), 0)
+			st := status()
+			if st.State != "running" || st.OutboundNetwork != f.outNet || !st.NoDNS || strings.Join(st.Hosts, " ") != wantHosts {
+				t.Fatalf("after %v and a plain start: %+v", stop, st)
+			}
+			c, err := engine(t).ContainerInspect(context.Background(), egSidecar)
+			if err != nil || len(c.NetworkSettings.Networks) == 0 || c.NetworkSettings.Networks["bridge"] != nil || c.NetworkSettings.Networks[f.outNet] == nil {
+				t.Fatalf("after %v and a plain start, the sidecar's networks: %v", stop, err)
+			}
+		}
+		// A proxy-mode exec after a removal brings it back as configured too.
+		wantCode(t, sb(t, "egress", "stop", "--rm"), 0)
+		res := egResults(t, []string{"-s", a, "--network", "proxy"}, `R["back"] = get("http://`+egUpName+`/hello")`)
+		if fmt.Sprint(res["back"]["status"]) != "200" {
+			t.Fatalf("exec after stop --rm: %v", res["back"])
+		}
+		if st := status(); st.OutboundNetwork != f.outNet || !st.NoDNS {
+			t.Fatalf("exec after stop --rm made a sidecar with other settings: %+v", st)
+		}
+		egCheckUpstream(t, f)
+	})
+
+	t.Run("learn then enforce", func(t *testing.T) {
+		// Learn: any host, and the upstream's private address. Then the
+		// summary's command, applied alone, lets the same requests through
+		// (HTTP and HTTPS) and nothing else.
+		s := newScope(t)
+		learn := []string{"-s", s, "--allow", "*", "--allow-cidr", f.upIP + "/32"}
+		replay := `
+R["http"] = get("http://` + egUpName + `/hello")
+R["https"] = connect("` + egUpName + `:443")
+`
+		res := egResults(t, learn, replay)
+		if fmt.Sprint(res["http"]["status"]) != "200" || fmt.Sprint(res["https"]["status"]) != "200" {
+			t.Fatalf("learning: %v", res)
+		}
+		var sum struct {
+			Suggested map[string]string `json:"suggested"`
+		}
+		poll(t, 10*time.Second, func() error { // the log is written within 50 ms
+			r := sb(t, "egress", "logs", "--scope", s, "--summary", "--format", "json")
+			if err := json.Unmarshal([]byte(r.Stdout), &sum); err != nil || !strings.Contains(sum.Suggested[s], "443") {
+				return fmt.Errorf("summary: %v %s", err, r)
+			}
+			return nil
+		})
+		cmd := sum.Suggested[s]
+		want := "docker sandbox egress policy " + s + " --allow " + egUpName + " --allow-port 80 --allow-port 443 --allow-cidr " + f.upIP + "/32"
+		if cmd != want {
+			t.Fatalf("suggested %q, want %q", cmd, want)
+		}
+		args := strings.Fields(strings.TrimPrefix(cmd, "docker sandbox "))
+		for i, a := range args {
+			args[i] = strings.Trim(a, "'")
+		}
+		wantCode(t, sb(t, args...), 0)
+		res = egResults(t, []string{"-s", s, "--network", "proxy"}, replay+`
+R["other port"] = connect("`+egUpName+`:8443")
+R["other host"] = connect("evil.test:443")
+`)
+		for k, w := range map[string]string{"http": "200", "https": "200", "other port": "403", "other host": "403"} {
+			if got := fmt.Sprint(res[k]["status"]); got != w {
+				t.Errorf("enforcing, %s: %v, want %s", k, res[k], w)
+			}
+		}
+		egCheckUpstream(t, f)
+	})
+
+	t.Run("sandbox strings quoted in logs", func(t *testing.T) {
+		// Targets and a user name carrying terminal escapes (C1 CSI, a
+		// bidi override, an OSC title sequence) reach the log as they
+		// are (JSON), and the human outputs show them quoted.
+		s := newScope(t)
+		res := egResults(t, []string{"-s", s, "--allow", egUpName}, `
+R["c1"] = connect("\u009b31mX.test:443", host="x.test")
+R["bidi"] = get("http://\u202eevil.test/")
+R["osc"] = connect("\x1b]0;PWNED\x07.test:443")
+R["user"] = connect("x.test:443", auth="Basic " + base64.b64encode("\u009b2J\u202e:x".encode()).decode())
+`)
+		for k, v := range res {
+			if fmt.Sprint(v["status"]) == "200" {
+				t.Fatalf("%s allowed: %v", k, v)
+			}
+		}
+		var js string
+		poll(t, 10*time.Second, func() error {
+			js = sb(t, "egress", "logs", "--format", "json").Stdout
+			if !strings.Contains(js, "\u009b31mX.test") {
+				return fmt.Errorf("the C1 target is not in the log")
+			}
+			return nil
+		})
+		if !strings.Contains(js, "\u202eevil.test") {
+			t.Fatalf("the bidi target is not in the JSON log as it came")
+		}
+		for _, args := range [][]string{{"egress", "logs"}, {"egress", "logs", "--summary"}, {"egress", "logs", "--scope", s}} {
+			r := sb(t, args...)
+			wantCode(t, r, 0)
+			for _, bad := range []string{"\x1b", "\u009b", "\u202e", "\x07"} {
+				if strings.Contains(r.Stdout, bad) || strings.Contains(r.Stderr, bad) {
+					t.Errorf("%v printed %q raw", args, bad)
+				}
+			}
+			if !strings.Contains(r.Stdout, `\u202e`) && !strings.Contains(r.Stdout, `\u009b`) {
+				t.Errorf("%v does not show the quoted targets:\n%s", args, r.Stdout)
+			}
+		}
+		if r := sb(t, "egress", "status"); strings.ContainsAny(r.Stdout, "\x1b\u009b\u202e\x07") {
+			t.Errorf("status printed a control character raw")
+		}
 	})
 
 	t.Run("many scopes", func(t *testing.T) {

@@ -45,19 +45,27 @@ type egressStartOptions struct {
 	subnetBits int
 	hosts      []string
 	noDNS      bool
+	replace    bool
 	format     string
+	// given is set when any settings flag was given: without, the kept
+	// settings (or the defaults) are used.
+	given bool
 }
 
 func newEgressStartCommand(dockerCli command.Cli) *cobra.Command {
 	var o egressStartOptions
 	cmd := &cobra.Command{
 		Use:   "start [OPTIONS]",
-		Short: "Start the egress sidecar (idempotent)",
+		Short: "Start the egress sidecar (idempotent; without settings, with the kept ones)",
 		Example: `  docker sandbox egress start
   docker sandbox egress start --outbound-network corp-egress
-  docker sandbox egress start --outbound-network lab --add-host pypi.lab=10.9.0.4 --no-dns`,
+  docker sandbox egress start --outbound-network lab --add-host pypi.lab=10.9.0.4 --no-dns
+  docker sandbox egress start --replace                       # back to the defaults`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, f := range []string{"outbound-network", "subnet-pool", "subnet-size", "add-host", "no-dns"} {
+				o.given = o.given || cmd.Flags().Changed(f)
+			}
 			return fail(dockerCli.Out(), o.format, runEgressStart(cmd.Context(), dockerCli, o))
 		},
 	}
@@ -67,6 +75,7 @@ func newEgressStartCommand(dockerCli command.Cli) *cobra.Command {
 	f.IntVar(&o.subnetBits, "subnet-size", egress.DefaultBits, "Prefix length of each scope network (16 to 28)")
 	f.StringArrayVar(&o.hosts, "add-host", nil, "Static name for the proxy's resolver, NAME=IP[,IP] (repeatable)")
 	f.BoolVar(&o.noDNS, "no-dns", false, "The proxy resolves only --add-host names (air-gapped networks, tests)")
+	f.BoolVar(&o.replace, "replace", false, "Replace the kept settings with these (the sidecar is re-created; open connections end)")
 	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	return cmd
 }
@@ -85,7 +94,7 @@ func runEgressStart(ctx context.Context, dockerCli command.Cli, o egressStartOpt
 		hosts = append(hosts, strings.Replace(h, ":", "=", 1)) // docker's NAME:IP works too
 	}
 	m := egressManager(dockerCli, c)
-	if _, _, err := m.Start(ctx, egress.Settings{OutboundNetwork: o.outbound, Pool: pool, Bits: o.subnetBits, Hosts: hosts, NoDNS: o.noDNS}); err != nil {
+	if _, _, err := m.Start(ctx, egress.Settings{OutboundNetwork: o.outbound, Pool: pool, Bits: o.subnetBits, Hosts: hosts, NoDNS: o.noDNS}, o.given || o.replace, o.replace); err != nil {
 		return err
 	}
 	st, err := m.Status(ctx)
@@ -190,11 +199,11 @@ func printEgressStatus(out io.Writer, st egress.Status) error {
 	if st.State == "absent" {
 		fmt.Fprintln(out, "egress sidecar: not running (docker sandbox egress start, or any exec --network proxy, starts it)")
 	} else {
-		fmt.Fprintf(out, "egress sidecar: %s (%s, %s, version %s)\n", st.State, st.Container, st.Image, st.Version)
-		fmt.Fprintf(out, "outbound:       %s %s\n", st.OutboundNetwork, st.OutboundAddress)
+		fmt.Fprintf(out, "egress sidecar: %s (%s, %s, version %s)\n", sbexec.TermText(st.State), st.Container, sbexec.TermText(st.Image), sbexec.TermText(st.Version))
+		fmt.Fprintf(out, "outbound:       %s %s\n", sbexec.TermText(st.OutboundNetwork), st.OutboundAddress)
 		fmt.Fprintf(out, "scope subnets:  /%d from %s\n", st.SubnetBits, st.SubnetPool)
 		if len(st.Hosts) > 0 {
-			fmt.Fprintf(out, "static hosts:   %s\n", strings.Join(st.Hosts, " "))
+			fmt.Fprintf(out, "static hosts:   %s\n", egList(st.Hosts, ""))
 		}
 		if st.NoDNS {
 			fmt.Fprintln(out, "dns:            off (static hosts only)")
@@ -218,21 +227,28 @@ func printEgressStatus(out io.Writer, st egress.Status) error {
 	for _, n := range st.Networks {
 		seen[n.Scope] = true
 		p := pol[n.Scope]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Scope, n.Name, n.Subnet, n.Proxy, n.Sandboxes, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", sbexec.TermText(n.Scope), sbexec.TermText(n.Name), n.Subnet, n.Proxy, n.Sandboxes, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
 	}
 	for _, p := range st.Policies {
 		if !seen[p.Scope] {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\t%s\n", p.Scope, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\t%s\n", sbexec.TermText(p.Scope), egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
 		}
 	}
 	return tw.Flush()
 }
 
+// egList joins a list for a terminal, each item quoted when it holds
+// control characters (policies and hosts can come from a sandbox's
+// requests or a checked-out repository's config file).
 func egList(l []string, empty string) string {
 	if len(l) == 0 {
 		return empty
 	}
-	return strings.Join(l, ",")
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = sbexec.TermText(s)
+	}
+	return strings.Join(q, ",")
 }
 
 func egPorts(ps []int) string {
@@ -337,7 +353,7 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 	}
 	out := dockerCli.Out()
 	return writeFormatted(out, o.format, p, func() error {
-		fmt.Fprintf(out, "scope:  %s\n", p.Scope)
+		fmt.Fprintf(out, "scope:  %s\n", sbexec.TermText(p.Scope))
 		fmt.Fprintf(out, "allow:  %s\n", egList(p.Allow, "(nothing)"))
 		fmt.Fprintf(out, "ports:  %s\n", egPorts(p.AllowPorts))
 		fmt.Fprintf(out, "cidrs:  %s\n", egList(p.AllowCIDRs, "(none)"))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/egress"
@@ -76,8 +77,11 @@ func (p *egExecPlan) apply(ctx context.Context, dockerCli command.Cli, c *config
 			rules = &r
 		}
 	}
+	// The proxy URL of the target's existing sandbox, when the container of
+	// that name is that sandbox (name, labels and kind: a look-alike's
+	// environment is never reused).
 	known := ""
-	if ctr, err := dockerCli.Client().ContainerInspect(ctx, spec.ContainerName()); err == nil && ctr.Config != nil {
+	if ctr, err := dockerCli.Client().ContainerInspect(ctx, spec.ContainerName()); err == nil && egIsSandboxOf(ctr, spec.Target) {
 		known = egress.ProxyURLFrom(ctr.Config.Env)
 	}
 	p.m = egressManager(dockerCli, c)
@@ -103,4 +107,15 @@ func (p *egExecPlan) failed(ctx context.Context, spec sbexec.Spec, created bool)
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	_ = p.m.RemoveScope(bg, spec.Scope, false)
+}
+
+// egIsSandboxOf reports whether c is the sandbox container of t.
+func egIsSandboxOf(c container.InspectResponse, t sbexec.Target) bool {
+	if c.ContainerJSONBase == nil || c.Config == nil {
+		return false
+	}
+	got, ok := sbexec.ParseContainerName(c.Name)
+	l := c.Config.Labels
+	return ok && got == t && l[sbexec.LabelManaged] == "true" && l[sbexec.LabelKind] == sbexec.KindSandbox &&
+		l[sbexec.LabelScope] == t.Scope && l[sbexec.LabelSession] == t.Session
 }

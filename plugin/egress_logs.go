@@ -117,8 +117,9 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s/%s\t%.1fms\t%s\n", r.Time.Format("2006-01-02T15:04:05Z07:00"), r.Scope, r.Decision, r.Method,
-			egTarget(r), egDash(r.IP), r.Status, units.HumanSize(float64(r.BytesOut)), units.HumanSize(float64(r.BytesIn)), r.DurationMS, r.Reason)
+		// Scope, method, target and reason come from a sandbox's request.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s/%s\t%.1fms\t%s\n", r.Time.Format("2006-01-02T15:04:05Z07:00"), egTerm(r.Scope), egTerm(r.Decision), egTerm(r.Method),
+			egTerm(egTarget(r)), egTerm(egDash(r.IP)), r.Status, units.HumanSize(float64(r.BytesOut)), units.HumanSize(float64(r.BytesIn)), r.DurationMS, egTerm(r.Reason))
 		if o.follow {
 			_ = tw.Flush()
 		}
@@ -132,6 +133,10 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 	}
 	return err
 }
+
+// egTerm quotes a string for a terminal table: control characters and
+// escapes shown, never interpreted; a tab would also break the columns.
+func egTerm(s string) string { return sbexec.TermText(s) }
 
 func egTarget(r proxy.Record) string {
 	if r.Port == 0 {
@@ -215,7 +220,7 @@ func egPrintSummary(out io.Writer, s egress.Summary) error {
 		}
 		fmt.Fprintln(tw, "  SCOPE\tTARGET\tCOUNT\tCODES\tLAST")
 		for _, e := range es {
-			fmt.Fprintf(tw, "  %s\t%s:%d\t%d\t%s\t%s\n", e.Scope, e.Host, e.Port, e.Count, strings.Join(e.Codes, ","), e.Last.Format("2006-01-02T15:04:05Z07:00"))
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", egTerm(e.Scope), egTerm(fmt.Sprintf("%s:%d", e.Host, e.Port)), e.Count, egTerm(strings.Join(e.Codes, ",")), e.Last.Format("2006-01-02T15:04:05Z07:00"))
 		}
 	}
 	section("ALLOWED", s.Allowed)
@@ -227,7 +232,7 @@ func egPrintSummary(out io.Writer, s egress.Summary) error {
 	if len(s.Suggested) > 0 {
 		fmt.Fprintln(out, "\nTo allow exactly what was used:")
 		for _, scope := range egSortedKeys(s.Suggested) {
-			fmt.Fprintf(out, "  %s\n", s.Suggested[scope])
+			fmt.Fprintf(out, "  %s\n", egTerm(s.Suggested[scope]))
 		}
 	}
 	return nil

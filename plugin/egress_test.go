@@ -5,10 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -81,5 +84,60 @@ func TestEgFilterTail(t *testing.T) {
 	}
 	if got := read("b", -1); got != `{"scope":"b","n":2}`+"\n"+`{"scope":"b","n":6}`+"\n" {
 		t.Fatalf("scope b: %q", got)
+	}
+}
+
+// A proxy URL is reused only from the target's own sandbox: a container
+// of that name with copied or missing labels, or another target's, is not.
+func TestEgIsSandboxOf(t *testing.T) {
+	tgt := sbexec.Target{Scope: "s", Session: "x"}
+	mk := func(name string, labels map[string]string) container.InspectResponse {
+		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{Name: "/" + name}, Config: &container.Config{Labels: labels}}
+	}
+	ok := map[string]string{sbexec.LabelManaged: "true", sbexec.LabelKind: sbexec.KindSandbox, sbexec.LabelScope: "s", sbexec.LabelSession: "x"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range ok {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	if !egIsSandboxOf(mk(tgt.ContainerName(), ok), tgt) {
+		t.Fatal("the sandbox itself refused")
+	}
+	for name, c := range map[string]container.InspectResponse{
+		"no labels":          mk(tgt.ContainerName(), nil),
+		"another kind":       mk(tgt.ContainerName(), with(sbexec.LabelKind, "egress-sidecar")),
+		"not managed":        mk(tgt.ContainerName(), with(sbexec.LabelManaged, "")),
+		"another session":    mk(tgt.ContainerName(), with(sbexec.LabelSession, "y")),
+		"another name":       mk("docker-sandbox-s", ok),
+		"a plugin object":    mk("docker-sandbox.egress", ok),
+		"a user's container": mk("web", ok),
+	} {
+		if egIsSandboxOf(c, tgt) {
+			t.Errorf("%s: taken for the sandbox", name)
+		}
+	}
+}
+
+// The summary shows hosts, codes and scopes from sandbox requests quoted.
+func TestEgPrintSummaryQuotes(t *testing.T) {
+	var b strings.Builder
+	s := egress.Summary{
+		Denied:    []egress.SummaryEntry{{Scope: "s\u202e", Host: "\x1b]0;PWNED\a\u009b31m.test", Port: 443, Count: 1, Codes: []string{"bad_request"}}},
+		Suggested: map[string]string{"s": "docker sandbox egress policy s --allow x\u009b.test"},
+	}
+	if err := egPrintSummary(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\a\u009b\u202e") {
+		t.Fatalf("raw control characters printed: %q", out)
+	}
+	for _, w := range []string{`\x1b]0;PWNED\a\u009b31m.test:443`, `\u202e`, `x\u009b.test`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("%q not shown quoted in:\n%s", w, out)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,14 +27,19 @@ const BacklogMark = `{"mark":"backlog_end"}`
 
 // Default paths in the sidecar: its volume is mounted at /opt/user.
 const (
-	defaultPolicyFile = "/opt/user/policy.json"
-	defaultLogFile    = "/opt/user/egress.log"
-	defaultStatsFile  = "/opt/user/stats.json"
+	defaultPolicyFile   = "/opt/user/policy.json"
+	defaultLogFile      = "/opt/user/egress.log"
+	defaultStatsFile    = "/opt/user/stats.json"
+	defaultNetworksFile = "/opt/user/networks.json"
 )
+
+// maxStdinJSON bounds what the admin commands read.
+const maxStdinJSON = 1 << 20
 
 // runProxy implements `sandbox-helper proxy`:
 //
 //	sandbox-helper proxy [--listen ADDR] [--policy FILE] [--log FILE] [--stats FILE]
+//	                     [--networks FILE] [--host-probe] [--settings JSON --settings-file FILE]
 //	                     [--host NAME=IP]... [--no-dns] [--deny CIDR]... [--clients CIDR]...
 //	                     [--max-tunnels N] [--max-tunnels-per-scope N] [timeouts]
 //
@@ -43,6 +50,7 @@ const (
 //	sandbox-helper proxy policy [--policy FILE] ensure SCOPE
 //	sandbox-helper proxy policy [--policy FILE] set SCOPE     (rules as JSON on stdin)
 //	sandbox-helper proxy policy [--policy FILE] rm SCOPE
+//	sandbox-helper proxy networks [--networks FILE] set     (the engine's networks as JSON on stdin)
 //	sandbox-helper proxy logs [--log FILE] [--tail N] [-f]
 //	sandbox-helper proxy state [--policy FILE] [--stats FILE]
 //	sandbox-helper proxy wait [--addr 127.0.0.1:3128] [--timeout 20s]
@@ -51,6 +59,8 @@ func runProxy(args []string) int {
 		switch args[0] {
 		case "policy":
 			return proxyPolicy(args[1:], os.Stdin, os.Stdout, os.Stderr)
+		case "networks":
+			return proxyNetworks(args[1:], os.Stdin, os.Stderr)
 		case "logs":
 			return proxyLogs(args[1:], os.Stdin, os.Stdout, os.Stderr)
 		case "state":
@@ -71,6 +81,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // proxyOptions are the server's flags.
 type proxyOptions struct {
 	listen, policyFile, logFile, statsFile string
+	networksFile                           string
+	settings, settingsFile                 string
+	hostProbe                              bool
+	probeWait                              time.Duration
 	cfg                                    proxy.Config
 }
 
@@ -82,6 +96,11 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyOptions, error) {
 	fs.StringVar(&o.policyFile, "policy", defaultPolicyFile, "policy file (re-read when it changes)")
 	fs.StringVar(&o.logFile, "log", defaultLogFile, "decision log, one JSON line per decision (\"-\": stdout)")
 	fs.StringVar(&o.statsFile, "stats", defaultStatsFile, "counters, rewritten every 2s (\"\": none)")
+	fs.StringVar(&o.networksFile, "networks", "", "the engine's networks as the plugin pushes them: addresses of the engine's host, each scope's subnet (a scope's credential is then accepted only from its subnet)")
+	fs.BoolVar(&o.hostProbe, "host-probe", false, "probe private destinations reached through a router at one hop before dialling them (the engine's host answers)")
+	fs.DurationVar(&o.probeWait, "host-probe-wait", 250*time.Millisecond, "longest wait of one probe when the next hop does not answer")
+	fs.StringVar(&o.settings, "settings", "", "the sidecar's settings (JSON), written to --settings-file at start so that they survive the container")
+	fs.StringVar(&o.settingsFile, "settings-file", "", "where --settings go")
 	var hosts, deny, clients listFlag
 	fs.Var(&hosts, "host", "static name NAME=IP[,IP] resolved without DNS (repeatable)")
 	fs.Var(&deny, "deny", "prefix never dialled (repeatable)")
@@ -130,6 +149,12 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyOptions, error) {
 		}
 		o.cfg.Clients = append(o.cfg.Clients, p)
 	}
+	if (o.settings == "") != (o.settingsFile == "") {
+		return nil, fmt.Errorf("--settings and --settings-file go together")
+	}
+	if o.settings != "" && !json.Valid([]byte(o.settings)) {
+		return nil, fmt.Errorf("bad --settings: not JSON")
+	}
 	return o, nil
 }
 
@@ -160,6 +185,17 @@ func proxyServe(args []string) int {
 		errLog.Printf("policy: %v (every request is refused until it is fixed)", err)
 	}
 	o.cfg.Policy = src
+	if o.networksFile != "" {
+		o.cfg.Networks = &proxy.NetFile{Path: o.networksFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
+	}
+	if o.hostProbe {
+		o.cfg.Prober = proxy.NewHostProber(o.probeWait)
+	}
+	if o.settingsFile != "" {
+		if err := policy.WriteAtomic(o.settingsFile, []byte(o.settings+"\n"), 0o600); err != nil {
+			errLog.Printf("cannot record the settings in %s: %v", o.settingsFile, err)
+		}
+	}
 	srv := proxy.New(o.cfg)
 	l, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -260,7 +296,7 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := rest[1]
 	var rules *policy.Rules
 	if verb == "set" {
-		dec := json.NewDecoder(io.LimitReader(stdin, 1<<20))
+		dec := json.NewDecoder(io.LimitReader(stdin, maxStdinJSON))
 		dec.DisallowUnknownFields()
 		var r policy.Rules
 		if err := dec.Decode(&r); err != nil {
@@ -305,6 +341,84 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	b, _ := json.Marshal(out)
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0
+}
+
+// proxyNetworks replaces the networks file with the JSON on stdin (after
+// validating it), atomically: the proxy picks it up within 100 ms. With
+// --if-match (the SHA-256 of the file the plugin read, or "none"), it
+// replaces only that version, under a lock, and exits 3 when the file
+// changed meanwhile: two plugins pushing at once cannot leave the older
+// picture of the engine's networks in place.
+func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sandbox-helper proxy networks", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("networks", defaultNetworksFile, "networks file")
+	ifMatch := fs.String("if-match", "", "replace only this version (SHA-256 of the file, hex, or none)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 || fs.Arg(0) != "set" {
+		fmt.Fprintln(stderr, "sandbox-helper proxy networks: want set (the networks as JSON on stdin)")
+		return 2
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxStdinJSON+1))
+	if err != nil || len(b) > maxStdinJSON {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: reading stdin: %v (at most %d bytes)\n", err, maxStdinJSON)
+		return 1
+	}
+	n, err := policy.ParseNetworks(b)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+		return 1
+	}
+	unlock, err := policy.Lock(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+		return 1
+	}
+	defer unlock()
+	if *ifMatch != "" {
+		cur := "none"
+		if old, err := os.ReadFile(*file); err == nil {
+			sum := sha256.Sum256(old)
+			cur = hex.EncodeToString(sum[:])
+		} else if !os.IsNotExist(err) {
+			fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+			return 1
+		}
+		if cur != *ifMatch {
+			fmt.Fprintln(stderr, "sandbox-helper proxy networks: the file changed meanwhile")
+			return 3
+		}
+	}
+	out := n.Marshal()
+	if err := policy.WriteAtomic(*file, out, 0o600); err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+		return 1
+	}
+	// FILE.sha, a symbolic link to the content's SHA-256: the plugin
+	// learns the version with one stat through the Engine API (a read of
+	// the file costs ten times more).
+	sum := sha256.Sum256(out)
+	if err := replaceSymlink(hex.EncodeToString(sum[:]), *file+".sha"); err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// replaceSymlink makes link point to target, atomically.
+func replaceSymlink(target, link string) error {
+	tmp := fmt.Sprintf("%s.tmp%d", link, os.Getpid())
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // proxyWait waits until the proxy accepts connections (after the sidecar

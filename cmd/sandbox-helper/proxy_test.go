@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net"
@@ -234,5 +236,49 @@ func TestProxyWait(t *testing.T) {
 	start := time.Now()
 	if code := proxyWait([]string{"--addr", addr, "--timeout", "200ms"}, io.Discard); code != 1 || time.Since(start) > 3*time.Second {
 		t.Fatalf("closed: exit %d after %s", code, time.Since(start))
+	}
+}
+
+// `proxy networks set` validates, writes atomically, and with --if-match
+// replaces only the version the plugin read: a stale push changes nothing.
+func TestProxyNetworksSet(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "networks.json")
+	set := func(stdin string, args ...string) int {
+		var errb bytes.Buffer
+		return proxyNetworks(append(append([]string{"--networks", file}, args...), "set"), strings.NewReader(stdin), &errb)
+	}
+	v1 := `{"version":1,"host":["172.17.0.1"],"scopes":{"a":"10.213.0.0/26"}}`
+	v2 := `{"version":1,"host":["172.17.0.1","172.25.0.1"],"scopes":{"a":"10.213.0.0/26"}}`
+	if c := set(v1, "--if-match", "deadbeef"); c != 3 {
+		t.Fatalf("a stale push on no file: exit %d", c)
+	}
+	if c := set(v1, "--if-match", "none"); c != 0 {
+		t.Fatalf("first push: exit %d", c)
+	}
+	b1, _ := os.ReadFile(file)
+	sum := sha256.Sum256(b1)
+	if c := set(v2, "--if-match", "none"); c != 3 {
+		t.Fatalf("a push made before the file existed: exit %d", c)
+	}
+	if c := set(v2, "--if-match", hex.EncodeToString(sum[:])); c != 0 {
+		t.Fatalf("a push of the version read: exit %d", c)
+	}
+	if c := set(v1, "--if-match", hex.EncodeToString(sum[:])); c != 3 {
+		t.Fatalf("a push of an older picture over a newer one: exit %d", c)
+	}
+	for _, bad := range []string{`{"version":2}`, `{"version":1,"host":["x"]}`, `{"version":1,"scopes":{"bad name":"10.0.0.0/8"}}`, `not json`, `{"version":1,"extra":1}`} {
+		if c := set(bad); c != 1 {
+			t.Errorf("%s: exit %d", bad, c)
+		}
+	}
+	n, ok, err := policy.LoadNetworks(file)
+	if err != nil || !ok || len(n.Host) != 2 {
+		t.Fatalf("the file after refused pushes: %+v %v %v", n, ok, err)
+	}
+	// The link next to it names the version.
+	b2, _ := os.ReadFile(file)
+	sum2 := sha256.Sum256(b2)
+	if target, err := os.Readlink(file + ".sha"); err != nil || target != hex.EncodeToString(sum2[:]) {
+		t.Fatalf("version link: %q %v", target, err)
 	}
 }

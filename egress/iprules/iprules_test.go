@@ -138,34 +138,18 @@ func TestIsMetadata(t *testing.T) {
 	}
 }
 
-// Every IPv4 special-purpose prefix's first and last address is refused or
-// only listable, never public: the table has no hole.
-func TestTableNoPublicEdges(t *testing.T) {
-	for _, e := range Table() {
-		if e.Class == Public {
-			continue
-		}
-		first := e.Prefix.Masked().Addr()
-		last := first
-		for a := first; e.Prefix.Contains(a); a = a.Next() {
-			last = a
-			if e.Prefix.Bits() < first.BitLen()-8 {
-				break // big prefix: the first address is enough here
-			}
-		}
-		for _, a := range []netip.Addr{first, last} {
-			if Classify(a).Class == Public {
-				t.Errorf("%s in %s (%s) classified public", a, e.Prefix, e.Name)
-			}
-		}
-	}
-}
-
+// FuzzClassify checks properties that hold for any address, from rules
+// written independently of the table: the IPv6 forms that carry an IPv4
+// address are never reachable and report the address they carry; what the
+// standard library calls loopback, link-local, multicast, unspecified or
+// private is never public; a public IPv6 address is global unicast; a
+// private one is RFC 1918, shared address space or unique local.
 func FuzzClassify(f *testing.F) {
-	for _, s := range []string{"127.0.0.1", "::ffff:1.2.3.4", "2002::1", "2001::1", "8.8.8.8"} {
+	for _, s := range []string{"127.0.0.1", "::ffff:1.2.3.4", "2002::1", "2001::1", "8.8.8.8", "64:ff9b::1", "fd00:ec2::23", "100.100.100.200"} {
 		b := netip.MustParseAddr(s).As16()
 		f.Add(b[:])
 	}
+	f.Add([]byte{10, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var a netip.Addr
 		switch len(b) {
@@ -177,16 +161,52 @@ func FuzzClassify(f *testing.F) {
 			return
 		}
 		v := Classify(a)
-		if v.Class == Public && a.Is4In6() {
-			t.Fatalf("IPv4-mapped %s classified public", a)
+		if v.Class != Public && (v.Range == "" || v.String() == "") {
+			t.Fatalf("%s: %v with no range", a, v.Class)
 		}
-		if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() {
+		if v.Class == Public && (v.Range != "" || v.Embedded.IsValid()) {
+			t.Fatalf("%s: public with range %q", a, v.Range)
+		}
+		if a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() {
 			if v.Class != Never {
 				t.Fatalf("%s classified %v", a, v.Class)
 			}
 		}
 		if a.IsPrivate() && v.Class == Public {
 			t.Fatalf("private %s classified public", a)
+		}
+		if v.Class == Public && (!a.IsGlobalUnicast() || (a.Is6() && a.As16()[0]&0xe0 != 0x20)) {
+			t.Fatalf("%s is public but not global unicast in 2000::/3", a)
+		}
+		if v.Class == Private {
+			cgnat := netip.MustParsePrefix("100.64.0.0/10")
+			if !a.IsPrivate() && !cgnat.Contains(a) {
+				t.Fatalf("%s is private but neither RFC 1918, shared address space nor unique local", a)
+			}
+		}
+		// Every IPv6 form of an IPv4 address is never reachable, and
+		// carries that address, whatever it is.
+		if a.Is4() {
+			four := a.As4()
+			forms := map[string]netip.Addr{
+				"IPv4-mapped":     netip.AddrFrom16([16]byte{10: 0xff, 11: 0xff, 12: four[0], 13: four[1], 14: four[2], 15: four[3]}),
+				"NAT64":           netip.AddrFrom16([16]byte{0: 0, 1: 0x64, 2: 0xff, 3: 0x9b, 12: four[0], 13: four[1], 14: four[2], 15: four[3]}),
+				"6to4":            netip.AddrFrom16([16]byte{0: 0x20, 1: 0x02, 2: four[0], 3: four[1], 4: four[2], 5: four[3], 15: 1}),
+				"Teredo":          netip.AddrFrom16([16]byte{0: 0x20, 1: 0x01, 12: ^four[0], 13: ^four[1], 14: ^four[2], 15: ^four[3]}),
+				"IPv4-translated": netip.AddrFrom16([16]byte{8: 0xff, 9: 0xff, 12: four[0], 13: four[1], 14: four[2], 15: four[3]}),
+			}
+			if a.As4()[0] != 0 || a.As4()[1] != 0 || a.As4()[2] != 0 || a.As4()[3] > 1 {
+				forms["IPv4-compatible"] = netip.AddrFrom16([16]byte{12: four[0], 13: four[1], 14: four[2], 15: four[3]})
+			}
+			for name, x := range forms {
+				xv := Classify(x)
+				if xv.Class != Never || xv.Range != name || xv.Embedded != a {
+					t.Fatalf("%s form %s of %s: %v %q embedding %v", name, x, a, xv.Class, xv.Range, xv.Embedded)
+				}
+				if want := Classify(a); want.Class != Public && xv.EmbeddedRange != want.Range {
+					t.Fatalf("%s form %s: embedded range %q, want %q", name, x, xv.EmbeddedRange, want.Range)
+				}
+			}
 		}
 	})
 }

@@ -36,3 +36,20 @@ func Update(path string, change func(*File) error) (*File, error) {
 	}
 	return f, nil
 }
+
+// Lock takes an exclusive lock on path (through a sibling ".lock" file)
+// and returns its release.
+func Lock(path string) (func(), error) {
+	lf, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		lf.Close()
+		return nil, err
+	}
+	return func() {
+		_ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+		lf.Close()
+	}, nil
+}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -404,37 +405,174 @@ func TestUpdateConcurrent(t *testing.T) {
 	}
 }
 
+// FuzzParseHost: whatever the input, an accepted host is canonical and
+// unambiguous: a name holds only [a-z0-9_-] labels of 1 to 63 characters,
+// at most 253 in all, and its last label is not a number (no parser could
+// take it for an IPv4 address); a literal has no zone; parsing is
+// idempotent, case-blind and ignores one trailing dot.
 func FuzzParseHost(f *testing.F) {
-	for _, s := range []string{"api.ok.test", "[::1]", "2130706433", "0x7f.1", "a..b", "xn--x", "1.2.3.4.5", "0x", "00"} {
+	for _, s := range []string{"api.ok.test", "[::1]", "2130706433", "0x7f.1", "a..b", "xn--x", "1.2.3.4.5", "0x", "00", "A.B.", "[::ffff:127.0.0.1]", "1.2.3.04", "a.0x1g"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := ParseHost(s)
 		if err != nil {
+			var he *HostError
+			if errors.As(err, &he) && he.Legacy.IsValid() && !he.Legacy.Is4() {
+				t.Fatalf("ParseHost(%q): legacy form of a non-IPv4 %v", s, he.Legacy)
+			}
 			return
 		}
-		// A parsed host round-trips through its own string form.
+		if (h.Name != "") == h.IsLiteral() {
+			t.Fatalf("ParseHost(%q) = %+v: neither or both of a name and a literal", s, h)
+		}
 		h2, err := ParseHost(h.String())
 		if err != nil || h2 != h {
 			t.Fatalf("ParseHost(%q) = %v, reparsed %v %v", s, h, h2, err)
 		}
-		if h.Name != "" && strings.ToLower(h.Name) != h.Name {
-			t.Fatalf("not lower case: %q", h.Name)
+		if h.IsLiteral() {
+			if h.Addr.Zone() != "" {
+				t.Fatalf("ParseHost(%q): zone kept", s)
+			}
+			return
+		}
+		if len(h.Name) > 253 {
+			t.Fatalf("ParseHost(%q): %d characters", s, len(h.Name))
+		}
+		labels := strings.Split(h.Name, ".")
+		for _, l := range labels {
+			if len(l) < 1 || len(l) > 63 {
+				t.Fatalf("ParseHost(%q): label %q", s, l)
+			}
+			for _, c := range l {
+				if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+					t.Fatalf("ParseHost(%q): character %q", s, c)
+				}
+			}
+		}
+		last := labels[len(labels)-1]
+		// The WHATWG rule: a last label of decimal digits, or 0x and hex
+		// digits, makes the host an IPv4 address.
+		hexNum := strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == ""
+		if strings.Trim(last, "0123456789") == "" || hexNum {
+			t.Fatalf("ParseHost(%q) = name %q whose last label is a number", s, h.Name)
+		}
+		if _, err := netip.ParseAddr(h.Name); err == nil {
+			t.Fatalf("ParseHost(%q) = name %q that is an address", s, h.Name)
+		}
+		for _, v := range []string{strings.ToUpper(s), h.Name + "."} {
+			if hv, err := ParseHost(v); err != nil || hv != h {
+				t.Fatalf("ParseHost(%q) = %v %v, want %v like %q", v, hv, err, h, s)
+			}
 		}
 	})
 }
 
+// FuzzSplitHostPort: an accepted authority has a port in range and a host
+// ParseHost accepts; it holds none of the characters that make URL
+// parsers disagree; host:port rebuilt from the result parses the same; and
+// the default port applies exactly when no port is written.
 func FuzzSplitHostPort(f *testing.F) {
-	for _, s := range []string{"a:1", "[::1]:443", "x@y:1", "[:", "]:", "a:99999"} {
+	for _, s := range []string{"a:1", "[::1]:443", "x@y:1", "[:", "]:", "a:99999", "a.test", "[::1]", "a:0443", "A.TEST.:80"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		h, p, err := SplitHostPort(s, 0)
-		if err != nil {
-			return
-		}
-		if p < 1 || p > 65535 || (h.Name == "" && !h.Addr.IsValid()) {
-			t.Fatalf("SplitHostPort(%q) = %v %d", s, h, p)
+		for _, def := range []int{0, 80} {
+			h, p, err := SplitHostPort(s, def)
+			if err != nil {
+				continue
+			}
+			if p < 1 || p > 65535 || (h.Name == "" && !h.Addr.IsValid()) {
+				t.Fatalf("SplitHostPort(%q, %d) = %v %d", s, def, h, p)
+			}
+			if strings.ContainsAny(s, "@/?#\\ \t\r\n%") {
+				t.Fatalf("SplitHostPort(%q) accepted URL syntax", s)
+			}
+			if hh, err := ParseHost(h.String()); err != nil || hh != h {
+				t.Fatalf("SplitHostPort(%q): host %v does not reparse: %v", s, h, err)
+			}
+			h2, p2, err := SplitHostPort(h.String()+":"+strconv.Itoa(p), 0)
+			if err != nil || h2 != h || p2 != p {
+				t.Fatalf("SplitHostPort(%q) = %v %d, rebuilt %v %d %v", s, h, p, h2, p2, err)
+			}
+			hasPort := strings.Contains(s[strings.LastIndex(s, "]")+1:], ":")
+			if def != 0 && !hasPort && p != def {
+				t.Fatalf("SplitHostPort(%q, %d): port %d without a written port", s, def, p)
+			}
+			if def == 0 && !hasPort {
+				t.Fatalf("SplitHostPort(%q, 0) accepted an authority without a port", s)
+			}
 		}
 	})
+}
+
+// Loopback and metadata names are refused before any lookup: here the
+// names would resolve to a public address, so only that rule can refuse
+// them (the address check would let them through).
+func TestNamesRefusedBeforeLookup(t *testing.T) {
+	star := Rules{Allow: []string{"*"}}
+	pub := "93.184.216.34"
+	for _, tt := range []struct {
+		host string
+		code string
+	}{
+		{"localhost", CodeSpecialAddress},
+		{"LOCALHOST", CodeSpecialAddress},
+		{"localhost.", CodeSpecialAddress},
+		{"a.localhost", CodeSpecialAddress},
+		{"x.y.LocalHost.", CodeSpecialAddress},
+		{"metadata.google.internal", CodeMetadata},
+		{"metadata", CodeMetadata},
+		{"instance-data", CodeMetadata},
+		{"instance-data.ec2.internal", CodeMetadata},
+		{"metadata.azure.internal", CodeMetadata},
+	} {
+		c, err := star.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ParseHost(tt.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := c.Target(h, 80, Guard{})
+		if d.Allow || d.Code != tt.code {
+			t.Errorf("%s before any lookup: %+v, want %s", tt.host, d, tt.code)
+		}
+		// And both checks together, with a public answer.
+		if d := decide(t, star, Guard{}, tt.host, 80, pub); d.Allow || d.Code != tt.code {
+			t.Errorf("%s answering %s: %+v, want %s", tt.host, pub, d, tt.code)
+		}
+	}
+	// Names that only look alike are ordinary names.
+	for _, h := range []string{"localhost.example", "notlocalhost", "localhostx.test", "metadata.example"} {
+		if d := decide(t, star, Guard{}, h, 80, pub); !d.Allow {
+			t.Errorf("%s refused: %+v", h, d)
+		}
+	}
+}
+
+// An address of the engine's host is refused whatever the policy says, as
+// a literal or among a name's answers, allow_cidrs included.
+func TestEngineHostRefused(t *testing.T) {
+	host := netip.MustParseAddr("172.25.0.1")
+	g := Guard{Host: func(a netip.Addr) bool { return a == host }}
+	wide := Rules{Allow: []string{"*"}, AllowCIDRs: []string{"0.0.0.0/0", "172.25.0.0/16", "172.25.0.1/32"}, AllowPorts: []int{80, 443, 8080}}
+	for _, tt := range []struct {
+		host  string
+		addrs []string
+	}{
+		{"172.25.0.1", nil},
+		{"[::ffff:172.25.0.1]", nil},
+		{"gw.test", []string{"172.25.0.1"}},
+		{"gw.test", []string{"93.184.216.34", "172.25.0.1"}},
+	} {
+		d := decide(t, wide, g, tt.host, 8080, tt.addrs...)
+		if d.Allow || (d.Code != CodeDeniedRange && d.Code != CodeSpecialAddress) {
+			t.Errorf("%s %v: %+v", tt.host, tt.addrs, d)
+		}
+	}
+	if d := decide(t, wide, g, "172.25.0.2", 8080); !d.Allow {
+		t.Errorf("a neighbour of the host's address refused: %+v", d)
+	}
 }

@@ -271,6 +271,10 @@ type Guard struct {
 	// Deny are prefixes never dialled: the scopes' subnet pool, the
 	// gateways of the proxy's networks.
 	Deny []netip.Prefix
+	// Host reports whether an address is one of the engine's host's (a
+	// network's gateway, a next hop of the proxy's routes): never dialled,
+	// whatever allow_cidrs says.
+	Host func(netip.Addr) bool
 	// Own reports whether an address is one of the proxy's own.
 	Own func(netip.Addr) bool
 	// UnsafeAllowLoopback lets loopback addresses through when they are in
@@ -326,6 +330,9 @@ func (c *Compiled) never(h Host, a netip.Addr, g Guard) Decision {
 		if p.Contains(a) || p.Contains(a.Unmap()) {
 			return deny(CodeDeniedRange, "%s is in %s, which the proxy never dials (sandbox networks and gateways)", a, p)
 		}
+	}
+	if g.Host != nil && g.Host(a.Unmap()) {
+		return deny(CodeDeniedRange, "%s is an address of the engine's host (a network gateway): never reachable", a)
 	}
 	if g.Own != nil && g.Own(a.Unmap()) && !(g.UnsafeAllowLoopback && a.IsLoopback()) {
 		return deny(CodeOwnAddress, "%s is an address of the proxy itself", a)

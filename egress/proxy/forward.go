@@ -74,7 +74,7 @@ func (s *Server) dialForTransport(ctx context.Context, network, addr string) (ne
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
 	defer cancel()
-	c, err := s.cfg.Dialer.DialContext(dctx, "tcp", ap.String())
+	c, err := s.dialAddr(dctx, ap)
 	if err != nil {
 		return nil, &dialError{err}
 	}
@@ -156,13 +156,18 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, q *request) {
 		q.rec.IP = a.String()
 		resp, err = s.transport.RoundTrip(out.WithContext(ctx))
 		var de *dialError
-		if err == nil || !errors.As(err, &de) || i == len(q.addrs)-1 {
+		var he *hostAddrError
+		if err == nil || !errors.As(err, &de) || errors.As(err, &he) || i == len(q.addrs)-1 {
 			break
 		}
 	}
 	if err != nil {
 		var de *dialError
+		var he *hostAddrError
 		switch {
+		case errors.As(err, &he):
+			q.rec.IP = he.addr.String()
+			s.deny(w, q, http.StatusForbidden, policy.CodeDeniedRange, he.msg)
 		case errors.As(err, &de):
 			s.fail(w, q, http.StatusBadGateway, policy.CodeConnect, "cannot connect to "+q.rec.Host+": "+dialReason(de.err))
 		case isTimeout(err) || strings.Contains(err.Error(), "timeout awaiting response headers"):

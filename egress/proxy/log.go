@@ -18,11 +18,15 @@ type Record struct {
 	Port   int       `json:"port"`
 	// IP is the address dialled (allowed) or the one that caused the
 	// denial; "" when no address was involved.
-	IP       string `json:"ip"`
-	Decision string `json:"decision"` // "allow" or "deny"
-	Code     string `json:"code"`     // policy.Code*
-	Reason   string `json:"reason"`
-	Status   int    `json:"status"` // the status the client got (200 for an open tunnel)
+	IP string `json:"ip"`
+	// PrivateIPs are, for an allowed request, the private addresses among
+	// those the host resolved to (or its private literal): each had to be
+	// in an allow_cidrs prefix, and a policy learnt from the log lists them.
+	PrivateIPs []string `json:"private_ips,omitempty"`
+	Decision   string   `json:"decision"` // "allow" or "deny"
+	Code       string   `json:"code"`     // policy.Code*
+	Reason     string   `json:"reason"`
+	Status     int      `json:"status"` // the status the client got (200 for an open tunnel)
 	// BytesOut went from the client to the upstream, BytesIn back.
 	BytesOut   int64   `json:"bytes_out"`
 	BytesIn    int64   `json:"bytes_in"`

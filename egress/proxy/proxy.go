@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker-sandbox/docker-sandbox/egress/iprules"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 )
 
@@ -57,9 +58,19 @@ type Config struct {
 	NoDNS bool
 	// Deny are prefixes never dialled (the sandbox networks' pool, gateways).
 	Deny []netip.Prefix
-	// Own reports the proxy's own addresses; nil: the host's interface
-	// addresses (cached for a second).
+	// Own reports the proxy's own addresses; nil: those of Local.
 	Own func(netip.Addr) bool
+	// Local is the proxy's own network view (addresses, connected subnets,
+	// routes); nil: read from the system, at most once a second. Next hops
+	// and the first address of each connected subnet are never dialled.
+	Local func() *LocalNet
+	// Networks is the engine's network state the plugin pushes (addresses
+	// of the engine's host, each scope's subnet); when set, a scope's
+	// credential is accepted only from its own subnet.
+	Networks NetSource
+	// Prober, when set, probes private destinations reached through a
+	// router before dialling them (see HostProber).
+	Prober HostProber
 	// UnsafeAllowLoopback: see policy.Guard (benchmarks only).
 	UnsafeAllowLoopback bool
 	// Clients limits the client addresses accepted; empty: any.
@@ -117,8 +128,12 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Local == nil {
+		c.Local = cachedLocalNet()
+	}
 	if c.Own == nil {
-		c.Own = interfaceAddrs()
+		local := c.Local
+		c.Own = func(a netip.Addr) bool { return local().Own(a) }
 	}
 }
 
@@ -160,7 +175,7 @@ func New(cfg Config) *Server {
 	cfg.defaults()
 	s := &Server{cfg: cfg, perScope: map[string]int{}, started: cfg.Now()}
 	s.stats = Stats{Started: s.started, ByCode: map[string]int64{}, ByScope: map[string]*ScopeCounter{}}
-	s.guard = policy.Guard{Deny: cfg.Deny, Own: cfg.Own, UnsafeAllowLoopback: cfg.UnsafeAllowLoopback}
+	s.guard = policy.Guard{Deny: cfg.Deny, Own: cfg.Own, Host: s.isHost, UnsafeAllowLoopback: cfg.UnsafeAllowLoopback}
 	s.transport = &http.Transport{
 		Proxy:                  nil,
 		DialContext:            s.dialForTransport,
@@ -254,6 +269,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.deny(w, q, http.StatusForbidden, policy.CodeBadCredentials, "wrong proxy credentials")
 		return
 	}
+	if reason := s.checkSource(user, r.RemoteAddr); reason != "" {
+		s.deny(w, q, http.StatusForbidden, policy.CodeBadCredentials, reason)
+		return
+	}
 	rules := snap.Rules(user)
 
 	// What the target is.
@@ -324,6 +343,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q.addrs = preferIPv4(addrs)
 	q.rec.Reason = d.Reason
+	for _, a := range q.addrs {
+		if iprules.Classify(a).Class == iprules.Private {
+			q.rec.PrivateIPs = append(q.rec.PrivateIPs, a.String())
+		}
+	}
 	if !s.acquire(user) {
 		w.Header().Set("Retry-After", "1")
 		s.deny(w, q, http.StatusTooManyRequests, policy.CodeTooManyTunnels, "too many concurrent connections for this scope or this proxy; retry later")
@@ -400,19 +424,86 @@ func (s *Server) release(scope string) {
 }
 
 // dial connects to the first reachable checked address. It refuses
-// anything that is not one of them, so no code path can dial a name.
+// anything that is not one of them, so no code path can dial a name. An
+// address found to be the engine's host refuses the request.
 func (s *Server) dial(ctx context.Context, addrs []netip.Addr, port int) (net.Conn, netip.Addr, error) {
 	var last error
 	for _, a := range addrs {
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
-		c, err := s.cfg.Dialer.DialContext(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		c, err := s.dialAddr(dctx, netip.AddrPortFrom(a, uint16(port)))
 		cancel()
 		if err == nil {
 			return c, a, nil
 		}
+		var he *hostAddrError
+		if errors.As(err, &he) {
+			return nil, a, err
+		}
 		last = err
 	}
 	return nil, netip.Addr{}, last
+}
+
+// dialAddr dials one checked address. A private address reached through a
+// router is probed first (see HostProber): the engine's host is refused
+// even when no list names that address yet.
+func (s *Server) dialAddr(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	a := ap.Addr().Unmap()
+	if s.cfg.Prober != nil && iprules.Classify(a).Class == iprules.Private {
+		local := s.cfg.Local()
+		if gw, ok := local.Gateway(a); ok && !local.OnLink(a) {
+			p, err := s.cfg.Prober.Start(a, gw)
+			if err != nil {
+				return nil, &hostAddrError{addr: a, msg: fmt.Sprintf("cannot tell whether %s is an address of the engine's host (%v): refused", a, err)}
+			}
+			defer p.Close()
+			if p.Wait(ctx) {
+				return nil, errHost(a)
+			}
+			c, err := s.cfg.Dialer.DialContext(ctx, "tcp", ap.String())
+			if p.Answered() {
+				if c != nil {
+					c.Close()
+				}
+				return nil, errHost(a)
+			}
+			return c, err
+		}
+	}
+	return s.cfg.Dialer.DialContext(ctx, "tcp", ap.String())
+}
+
+// isHost reports whether a is an address of the engine's host: pushed by
+// the plugin, or a next hop or subnet gateway of the proxy's own network.
+func (s *Server) isHost(a netip.Addr) bool {
+	if s.cfg.Networks != nil {
+		if n, _ := s.cfg.Networks.Current(); n.IsHost(a) {
+			return true
+		}
+	}
+	return s.cfg.Local().IsHost(a)
+}
+
+// checkSource returns why a scope's credential is refused from this
+// client address ("" when it is accepted): with Networks, only the scope's
+// own subnet may use it.
+func (s *Server) checkSource(scope, remote string) string {
+	if s.cfg.Networks == nil {
+		return ""
+	}
+	n, _ := s.cfg.Networks.Current()
+	if n == nil {
+		return "the proxy does not know the scope networks yet: retry in a moment"
+	}
+	sub, ok := n.Scopes[scope]
+	if !ok {
+		return fmt.Sprintf("scope %s has no network on this engine: its credential is accepted from nowhere", scope)
+	}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil || !sub.Contains(ap.Addr().Unmap()) {
+		return fmt.Sprintf("the credential of scope %s is accepted only from its own network %s, not from %s", scope, sub, sanitize(remote))
+	}
+	return ""
 }
 
 // finish logs q's record with its outcome.
@@ -496,35 +587,6 @@ func sanitize(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// interfaceAddrs reports whether an address is one of this host's, from
-// the interface list cached for a second (sandbox networks are connected
-// to the sidecar while it runs).
-func interfaceAddrs() func(netip.Addr) bool {
-	var (
-		mu   sync.Mutex
-		at   time.Time
-		have map[netip.Addr]bool
-	)
-	return func(a netip.Addr) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(at) > time.Second || have == nil {
-			have = map[netip.Addr]bool{}
-			if as, err := net.InterfaceAddrs(); err == nil {
-				for _, ia := range as {
-					if n, ok := ia.(*net.IPNet); ok {
-						if x, ok := netip.AddrFromSlice(n.IP); ok {
-							have[x.Unmap()] = true
-						}
-					}
-				}
-			}
-			at = time.Now()
-		}
-		return have[a.Unmap()]
-	}
 }
 
 // limitListener drops clients outside the accepted prefixes and caps the

@@ -211,6 +211,17 @@ func testPolicy() *policy.File {
 	}}
 }
 
+// testLocal is the proxy's own network in these tests: on 172.30.0.0/16
+// (its address .2; the engine's host .1, its next hop), nothing else.
+var testLocal = &LocalNet{
+	Addrs:    []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("172.30.0.2")},
+	Prefixes: []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")},
+	Routes: []Route{
+		{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("172.30.0.1")},
+		{Dst: netip.MustParsePrefix("172.30.0.0/16")},
+	},
+}
+
 func newEnv(t testing.TB, mod func(*Config)) *env {
 	t.Helper()
 	up := newUpstream(t)
@@ -246,6 +257,7 @@ func newEnv(t testing.TB, mod func(*Config)) *env {
 		Dialer:   e.dial,
 		Deny:     []netip.Prefix{netip.MustParsePrefix("10.213.0.0/16")},
 		Own:      func(a netip.Addr) bool { return a == netip.MustParseAddr("172.30.0.2") },
+		Local:    func() *LocalNet { return testLocal },
 		Log:      NewLogger(e.logBuf),
 		ErrorLog: log.New(&panicCatcher{t: t}, "", 0),
 	}
@@ -893,8 +905,44 @@ func TestClientsPrefix(t *testing.T) {
 	e.onlyDialed()
 }
 
-// Whatever a client sends, the proxy does not panic and dials nothing it
-// did not check.
+// pubNever is a public address the fake resolver gives names that must be
+// refused before any lookup (localhost, metadata names): a dial to it means
+// a name rule was skipped.
+const pubNever = "93.184.216.99"
+
+// TestLoopbackNamesNoLookup: loopback and metadata names are refused
+// before any lookup; here they would resolve to a public address, so the
+// address checks could not hide a missing name rule.
+func TestLoopbackNamesNoLookup(t *testing.T) {
+	e := newEnv(t, nil)
+	names := []string{"localhost", "LOCALHOST.", "a.localhost", "x.y.localhost", "metadata.google.internal", "metadata", "instance-data"}
+	for _, n := range names {
+		e.res.answers[strings.ToLower(strings.TrimSuffix(n, "."))] = [][]string{{pubNever}}
+	}
+	e.dial.routes[pubNever+":443"] = e.up.l.Addr().String()
+	e.dial.routes[pubNever+":80"] = e.up.l.Addr().String()
+	for _, n := range names {
+		resp, body := e.connect("star", n+":443")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("CONNECT %s: %d %s", n, resp.StatusCode, body)
+		}
+		resp, body = e.get("star", "http://"+n+"/")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s: %d %s", n, resp.StatusCode, body)
+		}
+	}
+	e.onlyDialed()
+	if l := e.res.lookups(); len(l) != 0 {
+		t.Fatalf("looked up %v", l)
+	}
+}
+
+// FuzzProxyRequest: whatever a client sends, the proxy does not panic,
+// dials only the public addresses its resolver gave for names (never the
+// one loopback and metadata names would resolve to, never a literal that
+// is not public), answers every refusal with its error header and a
+// reason, never echoes the credential, and opens a tunnel only after a
+// dial.
 func FuzzProxyRequest(f *testing.F) {
 	for _, s := range []string{
 		"GET http://api.ok.test/hello HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -904,6 +952,10 @@ func FuzzProxyRequest(f *testing.F) {
 		"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
 		"GET http://a@b/ HTTP/1.1\r\n\r\n",
 		"GET ftp://x/ HTTP/1.0\r\n\r\n",
+		"CONNECT localhost:443 HTTP/1.1\r\n\r\n",
+		"GET http://metadata/ HTTP/1.1\r\n\r\n",
+		"CONNECT 10.0.0.5:443 HTTP/1.1\r\n\r\n",
+		"GET http://evil.test/ HTTP/1.1\r\nHost: x\r\n\r\nGET http://api.ok.test/hello HTTP/1.1\r\nHost: y\r\n\r\n",
 	} {
 		f.Add(s, true)
 		f.Add(s, false)
@@ -913,6 +965,10 @@ func FuzzProxyRequest(f *testing.F) {
 		c.HeaderTimeout = 200 * time.Millisecond
 		c.ErrorLog = log.New(&panics, "", 0)
 	})
+	for _, n := range []string{"localhost", "a.localhost", "metadata", "metadata.google.internal", "instance-data"} {
+		e.res.answers[n] = [][]string{{pubNever}}
+	}
+	token := e.tokens["star"]
 	f.Fuzz(func(t *testing.T, req string, withAuth bool) {
 		if withAuth {
 			if i := strings.Index(req, "\r\n"); i >= 0 {
@@ -927,17 +983,48 @@ func FuzzProxyRequest(f *testing.F) {
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		_, _ = io.WriteString(c, req)
 		_ = c.(*net.TCPConn).CloseWrite()
-		_, _ = io.Copy(io.Discard, c)
+		out, _ := io.ReadAll(c)
 		c.Close()
 		if msg := panics.get(); msg != "" {
 			t.Fatalf("panic for %q: %s", req, msg)
 		}
-		for _, d := range e.dial.dialed()[before:] {
-			if d != pubOK+":80" && d != pubOK+":443" && d != pubEvil+":80" && d != pubEvil+":443" && d != pubOther+":80" && d != pubOther+":443" {
-				ap, err := netip.ParseAddrPort(d)
-				if err != nil || !ap.Addr().IsGlobalUnicast() || ap.Addr().IsPrivate() {
-					t.Fatalf("dialled %s for %q", d, req)
+		dials := e.dial.dialed()[before:]
+		for _, d := range dials {
+			ap, err := netip.ParseAddrPort(d)
+			if err != nil || ap.Addr().String() == pubNever {
+				t.Fatalf("dialled %s for %q", d, req)
+			}
+			switch ap.Addr().String() {
+			case pubOK, pubEvil, pubOther:
+				continue
+			}
+			if !ap.Addr().IsGlobalUnicast() || ap.Addr().IsPrivate() || ap.Addr().Is4In6() {
+				t.Fatalf("dialled %s for %q", d, req)
+			}
+		}
+		if strings.Contains(string(out), token) {
+			t.Fatalf("the credential was echoed for %q", req)
+		}
+		br := bufio.NewReader(bytes.NewReader(out))
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 403, 407, 429, 502, 504:
+				if resp.Header.Get("X-Sandbox-Egress-Error") == "" || !strings.Contains(string(body), "docker sandbox egress") {
+					t.Fatalf("%d without a reason for %q: %v %q", resp.StatusCode, req, resp.Header, body)
 				}
+			case 200:
+				if len(dials) == 0 && strings.HasPrefix(resp.Status, "200 Connection established") {
+					t.Fatalf("a tunnel without a dial for %q", req)
+				}
+			}
+			if resp.StatusCode == 200 && strings.Contains(resp.Status, "established") {
+				break // tunnel: the rest is the upstream's
 			}
 		}
 	})

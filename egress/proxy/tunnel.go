@@ -19,6 +19,12 @@ import (
 // then copy bytes both ways until both sides are done or the tunnel idles.
 func (s *Server) tunnel(ctx context.Context, w http.ResponseWriter, q *request) {
 	up, ip, err := s.dial(ctx, q.addrs, q.port)
+	var he *hostAddrError
+	if errors.As(err, &he) {
+		q.rec.IP = he.addr.String()
+		s.deny(w, q, http.StatusForbidden, policy.CodeDeniedRange, he.msg)
+		return
+	}
 	if err != nil {
 		q.rec.IP = q.addrs[0].String()
 		s.fail(w, q, http.StatusBadGateway, policy.CodeConnect, "cannot connect to "+q.rec.Host+": "+dialReason(err))
