@@ -92,6 +92,9 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
 		HelperID: images.HelperID(), Version: Version,
 	}
+	if err := checkNetwork(ctx, dockerCli.Client(), c.Network, c.Source("network")); err != nil {
+		return err
+	}
 	m := manager(dockerCli, c)
 	m.MaxSandboxes = c.MaxSandboxes
 	if c.Network != "none" {
