@@ -590,6 +590,21 @@ func TestConfigNamedNetworkRefused(t *testing.T) {
 			t.Fatalf("cp with network %q: %d containers, %d volumes left", v, c, vols)
 		}
 	}
+	// files and shell too (shell checks before it needs a terminal).
+	netEnv := []string{"DOCKER_CONFIG=" + cfg, "DOCKER_SANDBOX_NETWORK=" + copied.ID[:12]}
+	r := sbRun(t, run{env: netEnv, dir: root, args: []string{"files", "ls", "--format", "json", scope + ":/opt/workspace"}})
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "bad_config" || !strings.Contains(e.Error.Message, "refused") {
+		t.Errorf("files with a refused network: %+v", e.Error)
+	}
+	r = sbRun(t, run{env: netEnv, dir: root, args: []string{"shell", scope}})
+	wantCode(t, r, 125)
+	if !strings.Contains(r.Stderr, "refused") || !strings.Contains(r.Stderr, "com.docker.sandbox.scope") {
+		t.Errorf("shell with a refused network:\n%s", r)
+	}
+	if c, vols := objects(t, scope); c != 0 || vols != 0 {
+		t.Fatalf("files/shell: %d containers, %d volumes left", c, vols)
+	}
 	// Control: a network of the user's, by name and by ID prefix, is joined.
 	for i, v := range []string{plain.ID[:12], "user-plain-" + rid} {
 		s := scope

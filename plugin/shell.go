@@ -79,6 +79,9 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 			return err
 		}
 	}
+	if err := checkNetwork(ctx, dockerCli.Client(), c.Network, c.Source("network")); err != nil {
+		return err
+	}
 	if !dockerCli.In().IsTerminal() {
 		return sbexec.Errorf(sbexec.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}
@@ -91,9 +94,6 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		Target: target, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
 		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
 		HelperID: images.HelperID(), Version: Version,
-	}
-	if err := checkNetwork(ctx, dockerCli.Client(), c.Network, c.Source("network")); err != nil {
-		return err
 	}
 	m := manager(dockerCli, c)
 	m.MaxSandboxes = c.MaxSandboxes
