@@ -73,6 +73,11 @@ var trustCases = map[string]struct{ narrow, wide string }{
 // defaults: a narrowing value applies (from the project file, marked
 // untrusted), a widening one is ignored (the default stays) and listed.
 func TestTrustRuleOfEveryKey(t *testing.T) {
+	for _, d := range keyTable {
+		if EnvVar(d.name) == TrustEnv {
+			t.Errorf("key %q clashes with %s", d.name, TrustEnv)
+		}
+	}
 	known := map[string]bool{RuleLower: true, RuleLowerZeroUnlimited: true, RuleNone: true, RuleTrusted: true, RuleAny: true}
 	for _, d := range keyTable {
 		if !known[d.trust] || d.narrows == nil {
@@ -338,6 +343,14 @@ func TestProjectSearchStops(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("from %s: %q, %v; want %q", tc.work, got, err, tc.want)
 		}
+	}
+	// $HOME given through a link (HOME=/home/u with /home -> /usr/home).
+	homeLink := filepath.Join(base, "homelink")
+	if err := os.Symlink(home, homeLink); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := FindProjectFile(filepath.Join(base, "top/home/proj/x"), homeLink); got != "" {
+		t.Errorf("above $HOME given as a link: %q", got)
 	}
 	// The root and $HOME themselves are read.
 	inRepo := write("top/repo/"+ProjectFileName, "")
