@@ -367,7 +367,7 @@ func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot read the engine's architecture")
 	}
-	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture)
+	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !sbexec.ExecOnlyRuntime(info, ""))
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ func (f *fakeEngine) ContainerExecCreate(ctx context.Context, id string, o conta
 
 type fakeImages struct{}
 
-func (fakeImages) EnsureHelper(ctx context.Context, arch string) (string, string, error) {
+func (fakeImages) EnsureHelper(ctx context.Context, arch string, readable bool) (string, string, error) {
 	return "helper:test", "", nil
 }
 

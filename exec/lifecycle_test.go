@@ -382,7 +382,7 @@ func (f *lcFake) ContainerExecCreate(ctx context.Context, id string, o container
 		f.drainExit = map[string]int{}
 	}
 	xid := fmt.Sprintf("drain%d", len(f.drainExit))
-	if len(o.Cmd) == 3 {
+	if o.Cmd[len(o.Cmd)-1] == "--undo" {
 		f.log("undrain")
 		f.drainExit[xid] = 0
 		return container.ExecCreateResponse{ID: xid}, nil

@@ -110,7 +110,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 	m := manager(dockerCli, c)
 	b := builder(dockerCli, c)
 	return &files.Copier{
-		Runner: m,
+		Runner: checkedRunner{Runner: m, engine: dockerCli.Client(), src: c.Source("network")},
 		Spec: func(t sbexec.Target) sbexec.Spec {
 			img := c.Image
 			if img == "" {

@@ -64,6 +64,9 @@ func (p *egExecPlan) apply(ctx context.Context, dockerCli command.Cli, c *config
 		return nil
 	case "proxy":
 	default:
+		if err := checkNetwork(ctx, dockerCli.Client(), p.mode, c.Source("network")); err != nil {
+			return err
+		}
 		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: --network %s: the sandbox gets that network's access as it is; no egress policy applies (use --network proxy for allowlists)\n", p.mode)
 		return nil
 	}

@@ -1,24 +1,69 @@
 package plugin
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"os"
+	"strings"
 
 	"github.com/docker/cli/cli/command"
 	cliconfig "github.com/docker/cli/cli/config"
+	"github.com/docker/docker/api/types/network"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
-// loadConfig reads the user file, the project file and the environment.
+// loadConfig reads the user file, the project file and the environment, and
+// warns on standard error about the values of an untrusted project file it
+// ignored.
 func loadConfig() (*config.Config, error) {
+	c, err := loadConfigQuiet()
+	if err != nil {
+		return nil, err
+	}
+	warnRefused(os.Stderr, c)
+	return c, nil
+}
+
+// loadConfigQuiet is loadConfig without the warning (for `config`, which
+// shows what was ignored in its output).
+func loadConfigQuiet() (*config.Config, error) {
 	wd, _ := os.Getwd()
 	c, err := config.Load(config.LoadOptions{DockerConfigDir: cliconfig.Dir(), WorkDir: wd, LookupEnv: os.LookupEnv})
 	if err != nil {
 		return nil, asConfigError(err)
 	}
 	return c, nil
+}
+
+// warnRefused tells what an untrusted project file asked for and did not
+// get, and how to trust it.
+func warnRefused(w io.Writer, c *config.Config) {
+	if len(c.Refused) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "docker sandbox: warning: project file %s is %s: these values were ignored (an untrusted project file may only narrow the user file and defaults):\n",
+		sbexec.TermText(c.ProjectFile), trustStateText(c.Project.State))
+	for _, r := range c.Refused {
+		fmt.Fprintf(w, "  %s\n", sbexec.TermText(r.String()))
+	}
+	fmt.Fprintf(w, "docker sandbox: after reading it, trust it with `docker sandbox config trust %s` (or set %s=1)\n", sbexec.TermText(c.ProjectFile), config.TrustEnv)
+}
+
+func trustStateText(state string) string {
+	switch state {
+	case config.TrustStateChanged:
+		return "not trusted (it changed since it was trusted)"
+	case config.TrustStateTrusted:
+		return "trusted"
+	case config.TrustStateEnv:
+		return "trusted (" + config.TrustEnv + "=1)"
+	}
+	return "not trusted"
 }
 
 func asConfigError(err error) error {
@@ -40,4 +85,102 @@ func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
 // manager returns the sandbox manager for the CLI's engine.
 func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, MaxSandboxes: c.MaxSandboxes}
+}
+
+// networkEngine is what checkNetwork asks the engine.
+type networkEngine interface {
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
+}
+
+// reservedNetworkPrefix starts every name the plugin uses, for sandboxes
+// ("docker-sandbox-SCOPE") and for its own objects ("docker-sandbox.net.SCOPE",
+// see sbexec.IsPluginObjectName); compared without regard to case.
+const reservedNetworkPrefix = "docker-sandbox"
+
+// checkNetwork refuses a sandbox network that is not the user's to give:
+// the Docker modes that share a namespace (host, container:ID, default),
+// and any network of the plugin's: a name in its namespaces, or a network
+// that carries a com.docker.sandbox.* label (a scope's egress network; a
+// network of the user's that copied those labels is refused too). The
+// engine resolves a network by name, by ID and by ID prefix: every network
+// that the value could name is checked. none and proxy pass (proxy is the
+// scope's own network, made by the egress code). src is where the value
+// came from; the error's code is bad_flag for a flag, else bad_config.
+func checkNetwork(ctx context.Context, e networkEngine, name string, src config.Source) error {
+	if name == "none" || name == "proxy" {
+		return nil
+	}
+	code := sbexec.CodeBadConfig
+	if src.Kind == config.KindFlag {
+		code = sbexec.CodeBadFlag
+	}
+	refuse := func(why string) error {
+		return sbexec.Errorf(code, "network %q (%s) is refused: %s; a sandbox joins none, proxy (its scope's own egress network) or a Docker network of yours that is not the plugin's", name, src, why)
+	}
+	switch {
+	case name == "":
+		return refuse("it is empty")
+	case name == "host" || name == "default":
+		return refuse("it shares the engine host's network namespace")
+	case strings.HasPrefix(name, "container:"):
+		return refuse("it shares another container's network namespace")
+	case strings.ContainsAny(name, " \t\r\n/\\:\x00"):
+		return refuse("it is not a Docker network name")
+	case isReservedNetworkName(name):
+		return refuse("the name is in the plugin's namespace (docker-sandbox*): it may be another scope's network")
+	}
+	nets, err := e.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return sbexec.EngineError(err, "cannot list the engine's networks")
+	}
+	for _, n := range nets {
+		if n.Name != name && !strings.HasPrefix(n.ID, name) {
+			continue
+		}
+		if why := pluginNetwork(n.Name, n.Labels); why != "" {
+			return refuse(fmt.Sprintf("it names network %s (ID %.12s), which %s", n.Name, n.ID, why))
+		}
+	}
+	// The engine's own lookup, in case it resolves what the list did not
+	// show (a network made since).
+	if n, err := e.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
+		if why := pluginNetwork(n.Name, n.Labels); why != "" {
+			return refuse(fmt.Sprintf("it names network %s (ID %.12s), which %s", n.Name, n.ID, why))
+		}
+	}
+	return nil
+}
+
+func isReservedNetworkName(name string) bool {
+	return sbexec.IsPluginObjectName(name) ||
+		len(name) >= len(reservedNetworkPrefix) && strings.EqualFold(name[:len(reservedNetworkPrefix)], reservedNetworkPrefix)
+}
+
+// pluginNetwork says why a network is the plugin's, or "".
+func pluginNetwork(name string, labels map[string]string) string {
+	if isReservedNetworkName(name) {
+		return "is in the plugin's namespace (docker-sandbox*)"
+	}
+	for k := range labels {
+		if strings.HasPrefix(k, sbexec.LabelPrefix) {
+			return "carries the plugin's label " + k
+		}
+	}
+	return ""
+}
+
+// checkedRunner checks the configured network before a copy that may have
+// to create its sandbox.
+type checkedRunner struct {
+	files.Runner
+	engine networkEngine
+	src    config.Source
+}
+
+func (r checkedRunner) HelperExec(ctx context.Context, spec sbexec.Spec, rr sbexec.RawRequest) (int, sbexec.Result, error) {
+	if err := checkNetwork(ctx, r.engine, spec.Network, r.src); err != nil {
+		return 0, sbexec.Result{}, err
+	}
+	return r.Runner.HelperExec(ctx, spec, rr)
 }

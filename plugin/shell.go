@@ -78,6 +78,9 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 			return err
 		}
 	}
+	if err := checkNetwork(ctx, dockerCli.Client(), c.Network, c.Source("network")); err != nil {
+		return err
+	}
 	if !dockerCli.In().IsTerminal() {
 		return sbexec.Errorf(sbexec.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}

@@ -60,7 +60,7 @@ const (
 
 // ctlRequest is a client's request.
 type ctlRequest struct {
-	Op    string `json:"op"`
+	Op string `json:"op"`
 	// Token is opSignal's run to stop, and opDrain's/opUndrain's holder.
 	Token string `json:"token,omitempty"`
 }

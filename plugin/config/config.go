@@ -6,7 +6,11 @@
 //   - defaults (the key table in keys.go);
 //   - the user file, <docker config dir>/sandbox/config.toml;
 //   - the project file, .docker-sandbox.toml, the nearest one found by
-//     walking up from the working directory to the filesystem root;
+//     walking up from the working directory, stopping at the repository
+//     root (a folder with a .git entry), at $HOME, and before a folder that
+//     other users may write to (such as /tmp); see FindProjectFile. Unless
+//     trusted, its values apply only where they narrow the layers below
+//     (see trust.go);
 //   - the environment, DOCKER_SANDBOX_<KEY> (DOCKER_SANDBOX_TIMEOUT=30s);
 //     an empty variable counts as unset;
 //   - flags, applied by the caller with [Config.Set].
@@ -34,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -52,7 +57,7 @@ const (
 	UserDir      = "sandbox"
 	UserFileName = "config.toml"
 	// ProjectFileName is the project file looked up from the working
-	// directory to the root.
+	// directory up (see FindProjectFile).
 	ProjectFileName = ".docker-sandbox.toml"
 	// EnvPrefix starts every environment variable read by Load.
 	EnvPrefix = "DOCKER_SANDBOX_"
@@ -168,6 +173,11 @@ type Config struct {
 	// UserFile and ProjectFile are the files considered: UserFile even when
 	// it does not exist, ProjectFile "" when none was found.
 	UserFile, ProjectFile string
+	// Project is the trust decision about ProjectFile (zero without one).
+	Project ProjectTrust
+	// Refused lists the values of an untrusted project file that were
+	// ignored, in file order.
+	Refused []Refusal
 
 	sources map[string]Source // by key; absent means default
 	raw     map[string]string // the text of env and flag values, by key
@@ -190,7 +200,8 @@ type LoadOptions struct {
 	// WorkDir is where the project file search starts; "" means the
 	// current directory.
 	WorkDir string
-	// LookupEnv reads the environment; nil means os.LookupEnv.
+	// LookupEnv reads the environment; nil means os.LookupEnv. HOME is read
+	// through it (the project file search stops there).
 	LookupEnv func(string) (string, bool)
 }
 
@@ -236,16 +247,38 @@ func UserFilePath(dockerConfigDir string) string {
 }
 
 // FindProjectFile returns the nearest ProjectFileName in dir or one of its
-// parents, or "" if there is none.
-func FindProjectFile(dir string) (string, error) {
+// parents, or "" if there is none. The search stops after the repository
+// root (the first folder holding a .git entry), after home (the user's home
+// folder; "" for none), and before a folder that other users may write to
+// (mode o+w, such as /tmp), whose files anyone could have put there.
+func FindProjectFile(dir, home string) (string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
+	homeReal := ""
+	if home != "" {
+		home = filepath.Clean(home)
+		homeReal, _ = filepath.EvalSymlinks(home)
+	}
 	for {
+		if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm()&0o002 != 0 {
+			return "", nil
+		}
 		p := filepath.Join(dir, ProjectFileName)
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p, nil
+		}
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return "", nil
+		}
+		if home != "" && dir == home {
+			return "", nil
+		}
+		if homeReal != "" {
+			if real, err := filepath.EvalSymlinks(dir); err == nil && real == homeReal {
+				return "", nil
+			}
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -265,8 +298,16 @@ func Load(o LoadOptions) (*Config, error) {
 	}
 	if o.DockerConfigDir != "" {
 		c.UserFile = UserFilePath(o.DockerConfigDir)
-		if err := c.applyFile(KindUser, c.UserFile); err != nil {
-			return nil, err
+		data, err := os.ReadFile(c.UserFile)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, &Error{Code: CodeBadConfig, Source: Source{Kind: KindUser, File: c.UserFile},
+				Msg: fmt.Sprintf("config: cannot read user file: %v", err), Err: err}
+		default:
+			if err := c.applyFile(KindUser, c.UserFile, data, nil); err != nil {
+				return nil, err
+			}
 		}
 	}
 	wd := o.WorkDir
@@ -276,13 +317,13 @@ func Load(o LoadOptions) (*Config, error) {
 			return nil, &Error{Code: CodeBadConfig, Msg: "config: cannot find the project file: " + err.Error(), Err: err}
 		}
 	}
-	pf, err := FindProjectFile(wd)
+	home, _ := lookup("HOME")
+	pf, err := FindProjectFile(wd, home)
 	if err != nil {
 		return nil, &Error{Code: CodeBadConfig, Msg: "config: cannot find the project file: " + err.Error(), Err: err}
 	}
 	if pf != "" {
-		c.ProjectFile = pf
-		if err := c.applyFile(KindProject, pf); err != nil {
+		if err := c.applyProject(o, lookup, pf); err != nil {
 			return nil, err
 		}
 	}
@@ -339,16 +380,63 @@ func fileLoc(src Source) string {
 	return src.File
 }
 
-// applyFile reads one file over c. A missing file is not an error.
-func (c *Config) applyFile(kind, path string) error {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+// applyProject reads the project file pf, decides whether it is trusted,
+// and applies it over c: all of it when trusted, else only what narrows the
+// layers below (see trust.go).
+func (c *Config) applyProject(o LoadOptions, lookup func(string) (string, bool), pf string) error {
+	c.ProjectFile = pf
+	src := Source{Kind: KindProject, File: pf}
+	data, sum, err := ReadProjectFile(pf)
 	if err != nil {
-		return &Error{Code: CodeBadConfig, Source: Source{Kind: kind, File: path},
-			Msg: fmt.Sprintf("config: cannot read %s file: %v", kind, err), Err: err}
+		return &Error{Code: CodeBadConfig, Source: src,
+			Msg: fmt.Sprintf("config: cannot read project file: %v", err), Err: err}
 	}
+	key, err := TrustKey(pf)
+	if err != nil {
+		return &Error{Code: CodeBadConfig, Source: src, Msg: fmt.Sprintf("config: project file %s: %v", pf, err), Err: err}
+	}
+	byEnv, err := trustFromEnv(lookup)
+	if err != nil {
+		return err
+	}
+	var recs []TrustRecord
+	if o.DockerConfigDir != "" {
+		tf := TrustFilePath(o.DockerConfigDir)
+		if recs, err = LoadTrust(tf); err != nil {
+			return &Error{Code: CodeBadConfig, Source: Source{Kind: KindUser, File: tf},
+				Msg: "config: trust file " + err.Error(), Err: err}
+		}
+	}
+	c.Project = decideTrust(pf, key, sum, byEnv, recs)
+	var base *Config
+	if !c.Project.Trusted {
+		// What the user file and the defaults give, defaults already
+		// capped by the user's maxima (an inconsistent user file is
+		// reported by the final Validate).
+		base = c.clone()
+		_ = base.Validate()
+	}
+	return c.applyFile(KindProject, pf, data, base)
+}
+
+// clone copies c deeply enough to compare and restore values.
+func (c *Config) clone() *Config {
+	n := *c
+	n.sources = maps.Clone(c.sources)
+	n.raw = maps.Clone(c.raw)
+	n.Scopes = make(map[string]ScopePolicy, len(c.Scopes))
+	for k, p := range c.Scopes {
+		p.Allow, p.AllowPorts, p.AllowCIDRs = slices.Clone(p.Allow), slices.Clone(p.AllowPorts), slices.Clone(p.AllowCIDRs)
+		n.Scopes[k] = p
+	}
+	n.Refused = slices.Clone(c.Refused)
+	return &n
+}
+
+// applyFile applies the text of one file over c. base is nil for a trusted
+// file; for an untrusted project file it is the configuration below it, and
+// each value is checked against base by its key's trust rule.
+func (c *Config) applyFile(kind, path string, data []byte, base *Config) error {
 	text := string(data)
 	var m map[string]any
 	md, err := toml.Decode(text, &m)
@@ -367,7 +455,7 @@ func (c *Config) applyFile(kind, path string) error {
 		return &Error{Code: CodeBadConfig, Source: src,
 			Msg: fmt.Sprintf("config: %s: syntax error: %s", fileLoc(src), msg), Err: err}
 	}
-	f := &fileApply{c: c, kind: kind, path: path, root: m, lines: keyLines(text), scopes: map[string]bool{}}
+	f := &fileApply{c: c, kind: kind, path: path, root: m, lines: keyLines(text), scopes: map[string]bool{}, base: base}
 	done := map[string]bool{}
 	for _, k := range md.Keys() {
 		k = f.unit(k)
@@ -391,6 +479,24 @@ type fileApply struct {
 	root   map[string]any
 	lines  lineMap
 	scopes map[string]bool // scope tables already seen in this file
+	base   *Config         // nil, or the layers below an untrusted file
+}
+
+// refuse records an ignored value of an untrusted file.
+func (f *fileApply) refuse(k []string, p *problem) {
+	f.c.Refused = append(f.c.Refused, Refusal{Key: displayKey(k), Value: tomlText(f.value(k)), Source: f.src(k), Reason: p.pred})
+}
+
+// tomlText renders a decoded TOML value as it would be written.
+func tomlText(v any) string {
+	if a, ok := v.([]any); ok {
+		parts := make([]string, len(a))
+		for i, e := range a {
+			parts[i] = tomlValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return tomlValue(v)
 }
 
 // unit reduces a key path to the part this package checks as one: the
@@ -439,6 +545,18 @@ func (f *fileApply) apply(k []string) error {
 		if p := d.fromTOML(f.c, v); p != nil {
 			return f.fail(k, tomlValue(v), p)
 		}
+		if f.base != nil {
+			if p := d.narrows(f.c, f.base); p != nil {
+				f.refuse(k, p)
+				d.set(f.c, d.get(f.base))
+				if s, ok := f.base.sources[d.name]; ok {
+					f.c.sources[d.name] = s
+				} else {
+					delete(f.c.sources, d.name)
+				}
+				return nil
+			}
+		}
 		f.c.sources[d.name] = f.src(k)
 		delete(f.c.raw, d.name)
 		return nil
@@ -457,13 +575,20 @@ func (f *fileApply) apply(k []string) error {
 		return nil
 	}
 	pol := f.c.Scopes[name]
+	var below ScopePolicy // what the layers below grant the scope
+	if f.base != nil {
+		below = f.base.Scopes[name]
+	}
 	v := f.value(k)
 	var p *problem
+	why := ""
 	switch k[2] {
 	case "allow":
 		pol.Allow, p = stringList(v, checkHostPattern)
+		why = coverHosts(below.Allow, pol.Allow)
 	case "allow_ports":
 		pol.AllowPorts, p = portList(v)
+		why = coverPorts(below.AllowPorts, pol.AllowPorts)
 	case "allow_cidrs":
 		var cidrs []string
 		cidrs, p = stringList(v, checkCIDR)
@@ -471,11 +596,20 @@ func (f *fileApply) apply(k []string) error {
 			cidrs[i] = canonicalCIDR(s)
 		}
 		pol.AllowCIDRs = cidrs
+		why = coverCIDRs(below.AllowCIDRs, pol.AllowCIDRs)
 	default:
 		return f.unknown(k, scopeKeys, k[2])
 	}
 	if p != nil {
 		return f.fail(k, "", p)
+	}
+	if f.base != nil {
+		if why != "" {
+			f.refuse(k, &problem{pred: why + ": an untrusted project file may only narrow a scope's egress"})
+			return nil
+		}
+		// The table's source is this file once one of its keys is taken.
+		pol.Source = f.src(k[:2])
 	}
 	f.c.Scopes[name] = pol
 	return nil
@@ -494,6 +628,9 @@ func (f *fileApply) scope(k []string) error {
 		return f.fail(k, "", wrongType("a table", f.value(k)))
 	}
 	f.scopes[name] = true
+	if f.base != nil {
+		return nil // see apply: an untrusted table counts only by its keys
+	}
 	pol := f.c.Scopes[name]
 	pol.Source = f.src(k)
 	f.c.Scopes[name] = pol
@@ -711,6 +848,9 @@ type Entry struct {
 	Key    string `json:"key"`
 	Value  any    `json:"value"`
 	Source string `json:"source"`
+	// Untrusted is set for a value taken from an untrusted project file
+	// (its trust rule accepted it: it narrows).
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // Entries lists the effective configuration in key-table order: durations
@@ -720,7 +860,8 @@ type Entry struct {
 func (c *Config) Entries() []Entry {
 	out := make([]Entry, 0, len(keyTable)+len(c.Scopes))
 	for _, d := range keyTable {
-		out = append(out, Entry{Key: d.name, Value: d.entry(c), Source: c.Source(d.name).String()})
+		src := c.Source(d.name)
+		out = append(out, Entry{Key: d.name, Value: d.entry(c), Source: src.String(), Untrusted: c.untrusted(src)})
 	}
 	names := make([]string, 0, len(c.Scopes))
 	for n := range c.Scopes {
@@ -736,10 +877,16 @@ func (c *Config) Entries() []Entry {
 				"allow_ports": nonNil(p.AllowPorts),
 				"allow_cidrs": nonNil(p.AllowCIDRs),
 			},
-			Source: p.Source.String(),
+			Source:    p.Source.String(),
+			Untrusted: c.untrusted(p.Source),
 		})
 	}
 	return out
+}
+
+// untrusted reports whether src is the project file and it is not trusted.
+func (c *Config) untrusted(src Source) bool {
+	return src.Kind == KindProject && !c.Project.Trusted
 }
 
 func nonNil[T any](s []T) []T {

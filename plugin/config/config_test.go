@@ -56,8 +56,14 @@ func newFixture(t *testing.T, userText, projectText string) fixture {
 	return f
 }
 
+// load loads with the project file trusted through the environment (the
+// trust rules have their own tests, in trust_test.go).
 func (f fixture) load(envm map[string]string) (*Config, error) {
-	return Load(LoadOptions{DockerConfigDir: f.dockerDir, WorkDir: f.work, LookupEnv: env(envm)})
+	m := map[string]string{TrustEnv: "1"}
+	for k, v := range envm {
+		m[k] = v
+	}
+	return Load(LoadOptions{DockerConfigDir: f.dockerDir, WorkDir: f.work, LookupEnv: env(m)})
 }
 
 // expand replaces {user} and {project} with the fixture's paths.

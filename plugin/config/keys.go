@@ -10,31 +10,33 @@ import (
 )
 
 // keyTable is the one list of configuration keys. Environment variables,
-// files, flags (Set), defaults and the listing (Entries) all go through it, in
-// this order. Adding a key is one line here plus the field in Config.
+// files, flags (Set), defaults, the listing (Entries) and the trust rules of
+// project files all go through it, in this order. Adding a key is one line
+// here plus the field in Config; the line must state the key's trust rule
+// (see trust.go): what an untrusted project file may do with it.
 var keyTable = []keyDesc{
-	newKey("default_scope", stringKind, "default", validName, func(c *Config) *string { return &c.DefaultScope }),
-	newKey("default_lang", stringKind, "", validLang, func(c *Config) *string { return &c.DefaultLang }),
-	newKey("image", stringKind, "", anyString, func(c *Config) *string { return &c.Image }),
-	newKey("runtime_base", stringKind, "debian:bookworm-slim", nonEmpty, func(c *Config) *string { return &c.RuntimeBase }),
-	newKey("timeout", durationKind, 60*time.Second, above(time.Duration(0), math.MaxInt64, formatDuration), func(c *Config) *time.Duration { return &c.Timeout }),
-	newKey("max_timeout", durationKind, time.Hour, above(time.Duration(0), 24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxTimeout }),
-	newKey("memory", sizeKind, GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Memory }),
-	newKey("max_memory", sizeKind, 16*GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.MaxMemory }),
-	newKey("cpus", floatKind, 1.0, above(0.0, 64, formatFloat), func(c *Config) *float64 { return &c.CPUs }),
-	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }),
-	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }),
-	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }),
-	newKey("max_lifetime", durationKind, time.Duration(0), between(time.Duration(0), 365*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxLifetime }),
-	newKey("disk", sizeKind, 10*GiB, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Disk }),
-	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }),
-	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }),
-	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }),
-	newKey("tmp_size", sizeKind, 512*MiB, between(MiB, 16*GiB, formatSize), func(c *Config) *int64 { return &c.TmpSize }),
-	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }),
-	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }),
-	newKey("copy_max_file_size", sizeKind, 0, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxFileSize }),
-	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }),
+	newKey("default_scope", stringKind, "default", validName, func(c *Config) *string { return &c.DefaultScope }, trustedOnly[string]()),
+	newKey("default_lang", stringKind, "", validLang, func(c *Config) *string { return &c.DefaultLang }, anyValue[string]()),
+	newKey("image", stringKind, "", anyString, func(c *Config) *string { return &c.Image }, trustedOnly[string]()),
+	newKey("runtime_base", stringKind, "debian:bookworm-slim", nonEmpty, func(c *Config) *string { return &c.RuntimeBase }, trustedOnly[string]()),
+	newKey("timeout", durationKind, 60*time.Second, above(time.Duration(0), math.MaxInt64, formatDuration), func(c *Config) *time.Duration { return &c.Timeout }, lowerOnly[time.Duration]()),
+	newKey("max_timeout", durationKind, time.Hour, above(time.Duration(0), 24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxTimeout }, lowerOnly[time.Duration]()),
+	newKey("memory", sizeKind, GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Memory }, lowerOnly[int64]()),
+	newKey("max_memory", sizeKind, 16*GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.MaxMemory }, lowerOnly[int64]()),
+	newKey("cpus", floatKind, 1.0, above(0.0, 64, formatFloat), func(c *Config) *float64 { return &c.CPUs }, lowerOnly[float64]()),
+	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }, lowerOnly[int64]()),
+	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }, lowerOnly[int64]()),
+	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }, lowerZeroUnlimited[time.Duration]()),
+	newKey("max_lifetime", durationKind, time.Duration(0), between(time.Duration(0), 365*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxLifetime }, lowerZeroUnlimited[time.Duration]()),
+	newKey("disk", sizeKind, 10*GiB, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Disk }, lowerZeroUnlimited[int64]()),
+	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }, noneOrTrusted()),
+	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }, trustedOnly[string]()),
+	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }, lowerOnly[int64]()),
+	newKey("tmp_size", sizeKind, 512*MiB, between(MiB, 16*GiB, formatSize), func(c *Config) *int64 { return &c.TmpSize }, lowerOnly[int64]()),
+	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }, lowerOnly[int]()),
+	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }, lowerOnly[int64]()),
+	newKey("copy_max_file_size", sizeKind, 0, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxFileSize }, lowerZeroUnlimited[int64]()),
+	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }, lowerOnly[int64]()),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
@@ -103,6 +105,12 @@ type keyDesc struct {
 	set      func(c *Config, v any)
 	show     func(c *Config) string // the value, for messages
 	entry    func(c *Config) any    // the value, for Entries
+	// trust names the key's rule for untrusted project files (RuleLower,
+	// ...); narrows checks c's value against base's, the value from the
+	// layers below the project file: nil if an untrusted project file may
+	// set it.
+	trust   string
+	narrows func(c, base *Config) *problem
 }
 
 // kind is how values of one Go type are read and shown.
@@ -114,7 +122,7 @@ type kind[T any] struct {
 	entry  func(T) any
 }
 
-func newKey[T any](name string, k kind[T], def T, check func(T) *problem, field func(*Config) *T) keyDesc {
+func newKey[T any](name string, k kind[T], def T, check func(T) *problem, field func(*Config) *T, rule trustRule[T]) keyDesc {
 	store := func(c *Config, v T, p *problem) *problem {
 		if p == nil {
 			p = check(v)
@@ -135,6 +143,13 @@ func newKey[T any](name string, k kind[T], def T, check func(T) *problem, field 
 		set:      func(c *Config, v any) { *field(c) = v.(T) },
 		show:     func(c *Config) string { return k.show(*field(c)) },
 		entry:    func(c *Config) any { return k.entry(*field(c)) },
+		trust:    rule.name,
+		narrows: func(c, base *Config) *problem {
+			if rule.allows(*field(base), *field(c)) {
+				return nil
+			}
+			return &problem{pred: rule.why(k.show(*field(base)))}
+		},
 	}
 }
 
