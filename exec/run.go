@@ -424,24 +424,48 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 var errEndedBeforeStart = errors.New("the exec ended before the program started")
 
 // lostRun explains a run whose stream ended after it started but without
-// the wrapper's status. A container that still runs lost only the wrapper:
-// sandboxed code killed or stopped it (PID 1 kills a stopped wrapper, and
-// then every process the run left). Otherwise the container went away.
+// the wrapper's status. If the sandbox's PID 1 still answers, only the
+// wrapper was lost: sandboxed code killed or stopped it (PID 1 kills a
+// stopped wrapper, and then every process the run left). Otherwise the
+// container went away (removed, killed, out of memory). The engine's own
+// state lags a removal in progress, so a fresh exec decides.
 func (m *Manager) lostRun(ctrName string, err error, msg string) *Error {
 	bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, ierr := m.Engine.ContainerInspect(bg, ctrName)
-	if ierr == nil && c.State != nil && c.State.Running {
+	if m.initAnswers(bg, ctrName) {
 		return Errorf(CodeWrapperLost, "the program's exec wrapper was killed or stopped before it reported (code in the sandbox can signal it: it runs as the same user); the sandbox's init killed every process of the run")
 	}
 	why := "its container was killed or removed"
-	if ierr == nil && c.State != nil && c.State.OOMKilled {
+	if c, ierr := m.Engine.ContainerInspect(bg, ctrName); ierr == nil && c.State != nil && c.State.OOMKilled {
 		why = "its container ran out of memory and was killed"
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return Errorf(CodeSandboxGone, "the program's run ended without a status: %s (%s)", why, msg)
 	}
 	return Wrap(CodeSandboxGone, err, "lost the program's output stream: %s (%s)", why, msg)
+}
+
+// initAnswers reports whether the container's PID 1 answers `sandbox-helper
+// status` (the container runs, and its init lives).
+func (m *Manager) initAnswers(ctx context.Context, ctrName string) bool {
+	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
+		User: SandboxUser, AttachStdout: true, AttachStderr: true, Env: HelperEnv,
+		Cmd: []string{HelperPath, "status"},
+	})
+	if err != nil {
+		return false
+	}
+	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return false
+	}
+	defer hj.Close()
+	var out bytes.Buffer
+	_, _ = stdcopy.StdCopy(&out, io.Discard, io.LimitReader(hj.Reader, 64<<10))
+	var st struct {
+		PID1Started *time.Time `json:"pid1_started"`
+	}
+	return json.Unmarshal(out.Bytes(), &st) == nil && st.PID1Started != nil
 }
 
 // preambleWriter passes a stream on once it began with want (which it

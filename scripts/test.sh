@@ -307,10 +307,10 @@ declare -A FUZZ_COUNTS=(
 	[./exec:FuzzObjectNames]=60000
 	[./exec/wire:FuzzFrameReader]=200000
 	[./plugin/config:FuzzKeyLines]=30000
-	[./egress/iprules:FuzzClassify]=300000
-	[./egress/policy:FuzzParseHost]=200000
-	[./egress/policy:FuzzSplitHostPort]=300000
-	[./egress/proxy:FuzzProxyRequest]=20000
+	[./egress/iprules:FuzzClassify]=200000
+	[./egress/policy:FuzzParseHost]=150000
+	[./egress/policy:FuzzSplitHostPort]=120000
+	[./egress/proxy:FuzzProxyRequest]=15000
 )
 
 # fuzz_targets lists PKG:NAME for every fuzz target in the tree.

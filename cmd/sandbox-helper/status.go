@@ -61,6 +61,9 @@ func runStatus(args []string) int {
 		fmt.Fprintf(os.Stderr, "sandbox-helper status: %v\n", err)
 		return 1
 	}
+	if r, err := controlCall(ctlRequest{Op: opStatus}); err == nil && r.OK {
+		rep.Init = r.Status
+	}
 	return writeJSON(os.Stdout, rep)
 }
 
@@ -81,6 +84,9 @@ type statusReport struct {
 	Busy        bool            `json:"busy"`
 	Processes   []statusProcess `json:"processes"`
 	IdleSince   *time.Time      `json:"idle_since"`
+	// Init is PID 1's own account (live runs, drains, disk usage and
+	// limit, max lifetime); null when it does not answer.
+	Init *initStatus `json:"init"`
 }
 
 // statusProcess is one process other than PID 1 and the status call itself.
