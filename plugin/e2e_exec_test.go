@@ -298,8 +298,10 @@ setsid sh -c 'trap "" TERM; exec sleep 1002' &
 sleep 1003`
 	r := sb(t, "exec", "-s", scope, "--lang", "bash", "--timeout", "2s", "-c", code)
 	wantCode(t, r, 124)
-	if r.Elapsed > 4*time.Second {
-		t.Fatalf("exit 124 after %s, want within timeout + 2 s", r.Elapsed)
+	// The property is timeout + 2 s; 3 s more for the CLI's own start and
+	// the exec's setup on two loaded cores (-race -p 2).
+	if r.Elapsed > (2+2+3)*time.Second {
+		t.Fatalf("exit 124 after %s, want within timeout + 2 s (+3 s for a loaded machine)", r.Elapsed)
 	}
 	if !strings.Contains(r.Stderr, "timeout") {
 		t.Errorf("stderr should say it was killed at the timeout: %q", r.Stderr)

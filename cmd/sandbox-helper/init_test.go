@@ -309,7 +309,9 @@ func TestInitSIGTERMKillsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatalf("init: %v, want exit 0", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	// Not a deadline of the product (its shutdown grace is 0.5 s): a bound
+	// far beyond it, that -race on two loaded cores still meets.
+	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("init took %v to exit on SIGTERM", d)
 	}
 	victimDone := make(chan error, 1)
