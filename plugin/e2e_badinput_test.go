@@ -161,6 +161,14 @@ func TestBadInput(t *testing.T) {
 			codes: []string{"bad_flag"}, words: []string{"--network", "host"}},
 		{name: "unknown flag", args: []string{"-s", "{scope}", "--bogus", "-c", "true"},
 			codes: []string{"bad_flag"}, words: []string{"unknown flag", "--bogus"}},
+		{name: "timeout 2h over max_timeout 1h", args: []string{"-s", "{scope}", "--timeout", "2h", "-c", "true"},
+			codes: []string{"bad_flag"}, words: []string{"--timeout", "2h", "max_timeout"}},
+		{name: "disk negative", args: []string{"-s", "{scope}", "--disk", "-1", "-c", "true"},
+			codes: []string{"bad_flag"}, words: []string{"--disk", "-1"}},
+		{name: "max-lifetime negative", args: []string{"-s", "{scope}", "--max-lifetime", "-1s", "-c", "true"},
+			codes: []string{"bad_flag"}, words: []string{"--max-lifetime", "-1s"}},
+		{name: "interpreter missing on a first call", args: []string{"-s", "{scope}", "--image", busybox, "--lang", "python", "-c", "print(1)"},
+			exit: 127, codes: []string{"interpreter_not_found"}, words: []string{"python3"}},
 	}
 
 	for _, c := range cases {
@@ -231,6 +239,15 @@ func TestInterpreterMissing(t *testing.T) {
 	needE2E(t)
 	needBusybox(t)
 	s := newScope(t)
+	// A program's own exit 127 (a command it runs is missing) is its result:
+	// the sandbox a first call created stays.
+	r0 := sb(t, "exec", "-s", s, "--image", busybox, "-c", "no-such-command-here")
+	wantCode(t, r0, 127)
+	if c, _ := scopeObjects(t, s); c != 1 {
+		t.Fatalf("a program's own exit 127 removed the sandbox (%d containers):\n%s", c, r0)
+	}
+	// The helper's interpreter_not_found on a sandbox that existed before
+	// leaves it as it was.
 	r := sb(t, "exec", "-s", s, "--image", busybox, "--lang", "node", "-c", "x")
 	wantCode(t, r, 127)
 	if !strings.Contains(r.Stderr, "node") {
@@ -243,5 +260,8 @@ func TestInterpreterMissing(t *testing.T) {
 	wantCode(t, r, 127)
 	if j := decodeErr(t, r); j.Error.Code != "interpreter_not_found" || !strings.Contains(j.Error.Message, "node") {
 		t.Errorf("JSON error %+v: want interpreter_not_found naming node", j.Error)
+	}
+	if c, v := scopeObjects(t, s); c != 1 || v != 1 {
+		t.Errorf("the sandbox that existed before: %d containers, %d volumes, want 1 and 1", c, v)
 	}
 }

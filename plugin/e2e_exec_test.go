@@ -106,6 +106,16 @@ func TestExecArgs(t *testing.T) {
 	if strings.TrimSpace(r.Stdout) != "['--verbose', '-x']" {
 		t.Fatalf("FILE args: %s", r)
 	}
+	// The README's forms: FILE -- ARGS and - -- ARGS drop the first "--";
+	// a second one is the program's (TestSplitExecArgs has every form).
+	r = sb(t, "exec", "-s", scope, f, "--", "--verbose", "input.txt", "--", "x")
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "['--verbose', 'input.txt', '--', 'x']" {
+		t.Fatalf("FILE -- ARGS: %s", r)
+	}
+	r = sbIn(t, "import sys; print(sys.argv[1:])", "exec", "-s", scope, "--lang", "python", "-", "--", "a", "-b")
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != "['a', '-b']" {
+		t.Fatalf("- -- ARGS: %s", r)
+	}
 }
 
 func TestExecStdinBinarySafe(t *testing.T) {

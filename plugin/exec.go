@@ -70,7 +70,7 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringVar(&o.lang, "lang", "", "Language: python, node, bash, sh (default: from FILE's extension, the shebang, config, else sh)")
 	f.StringVarP(&o.scope, "scope", "s", "", "Scope that owns the data (default \"default\" or config default_scope)")
 	f.StringVar(&o.session, "session", "", "Session under the scope, with its own workspace")
-	f.StringVar(&o.timeout, "timeout", "", "Kill the program after this long (default 60s, capped by config max_timeout)")
+	f.StringVar(&o.timeout, "timeout", "", "Kill the program after this long (default 60s; at most config max_timeout, 1h by default: a larger value is refused)")
 	f.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable (KEY=VALUE, or KEY to pass the host's value)")
 	f.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
 	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
@@ -186,26 +186,15 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 
 	// Where the code comes from, and what the program's stdin is.
 	var (
-		code     []byte
-		fileName string
-		stdin    io.Reader
-		progArgs []string
+		code  []byte
+		stdin io.Reader
 	)
-	dash := cmd.ArgsLenAtDash()
-	positional := args
-	if dash >= 0 {
-		positional, progArgs = args[:dash], args[dash:]
-	}
-	switch {
-	case o.codeSet:
+	src, fileName, progArgs := splitExecArgs(cmd.ArgsLenAtDash(), args, o.codeSet)
+	switch src {
+	case codeFromFlag:
 		code = []byte(o.code)
-		progArgs = append(positional, progArgs...)
 		stdin = dockerCli.In()
-	case len(positional) == 0 || positional[0] == "-":
-		if len(positional) > 0 {
-			positional = positional[1:]
-		}
-		progArgs = append(positional, progArgs...)
+	case codeFromStdin:
 		code, err = io.ReadAll(io.LimitReader(dockerCli.In(), wire.MaxCode+1))
 		if err != nil {
 			return sbexec.Wrap(sbexec.CodeBadFlag, err, "cannot read the code from standard input")
@@ -214,8 +203,6 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			return sbexec.Errorf(sbexec.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
 		}
 	default:
-		fileName = positional[0]
-		progArgs = append(positional[1:], progArgs...)
 		fi, err := os.Stat(fileName)
 		if err != nil {
 			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
@@ -268,15 +255,21 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if runErr != nil {
 		egPlan.failed(ctx, spec, res.Created)
 	}
-	if o.rm {
-		// One-shot: remove what this call created. A sandbox that existed
-		// before (with its data, maybe running other execs) stays.
+	// What this call created goes again with --rm (one-shot), and when the
+	// image could not run the language at all (interpreter missing or not
+	// executable: a setup failure, and a container kept with that image
+	// would refuse the next call as a mismatch). A sandbox that existed
+	// before (with its data, maybe running other execs) stays.
+	setupFailed := res.Status.ErrorCode == wire.ErrInterpreterNotFound || res.Status.ErrorCode == wire.ErrInterpreterNoExec
+	removed := false
+	if o.rm || (setupFailed && res.Created) {
 		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		var rmErr error
 		if res.Created {
 			_, rmErr = m.Stop(bg, target)
 			m.WaitGone(bg, target)
-		} else if runErr == nil {
+			removed = rmErr == nil
+		} else if runErr == nil && o.rm {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
 		}
 		for _, v := range res.FreshVolumes {
@@ -339,7 +332,10 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			s := signalName(st.Signal)
 			j.Signal = &s
 		}
-		if j.Container == "" && !o.rm {
+		switch {
+		case removed:
+			j.Container = "" // --rm removed it: there is no container
+		case j.Container == "":
 			j.Container = m.ContainerID(ctx, target.ContainerName())
 		}
 		if err := writeFormatted(dockerCli.Out(), o.format, j, nil); err != nil {
@@ -350,6 +346,43 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return cli.StatusError{StatusCode: st.ExitCode}
 	}
 	return nil
+}
+
+// Where exec's code comes from.
+const (
+	codeFromFlag  = "flag"  // -c CODE
+	codeFromStdin = "stdin" // no FILE, or FILE "-"
+	codeFromFile  = "file"
+)
+
+// splitExecArgs tells where the code comes from and what the program's
+// arguments are, from exec's positional arguments and the position of a "--"
+// the flag parser took (dash, -1 for none). The first "--" ends the
+// plugin's flags and is not passed on: before FILE or "-" the parser takes
+// it (-c CODE -- ARGS, exec -- ARGS); directly after FILE or "-" (flags end
+// at FILE, so the parser leaves it) it is dropped here. Any later "--" is the
+// program's, as are arguments that look like flags.
+func splitExecArgs(dash int, args []string, codeSet bool) (src, fileName string, progArgs []string) {
+	positional := args
+	if dash >= 0 {
+		positional, progArgs = args[:dash], args[dash:]
+	}
+	afterFile := func(rest []string) []string {
+		if dash < 0 && len(rest) > 0 && rest[0] == "--" {
+			return rest[1:]
+		}
+		return rest
+	}
+	switch {
+	case codeSet:
+		return codeFromFlag, "", append(positional, progArgs...)
+	case len(positional) == 0:
+		return codeFromStdin, "", progArgs
+	case positional[0] == "-":
+		return codeFromStdin, "", append(afterFile(positional[1:]), progArgs...)
+	default:
+		return codeFromFile, positional[0], append(afterFile(positional[1:]), progArgs...)
+	}
 }
 
 // linuxSignals names Linux's signal numbers: the program ran on a Linux
