@@ -157,7 +157,9 @@ func (m *Manager) inspect(ctx context.Context, t Target, size, again bool) (*Det
 	if c.State != nil && c.State.Running && !c.State.Paused {
 		if hs, err := m.helperStatus(ctx, c.ID); err == nil {
 			d.Helper = hs
-			if hs.IdleSince != nil && !hs.Busy && (d.LastUsed == nil || hs.IdleSince.After(*d.LastUsed)) {
+			// A time in the future is no evidence of use: sandboxed code
+			// can plant one (touch -d on /tmp).
+			if hs.IdleSince != nil && !hs.Busy && !hs.IdleSince.After(time.Now()) && (d.LastUsed == nil || hs.IdleSince.After(*d.LastUsed)) {
 				v := hs.IdleSince.UTC()
 				d.LastUsed = &v
 			}
