@@ -776,6 +776,12 @@ func TestOwnSandbox(t *testing.T) {
 			t.Errorf("%s: inspected: got %v %v", tg, got, ok)
 		}
 	}
+	// A link alias listed first does not hide the container's own name.
+	c := sbCtr("id", "running", 0, "u1", "")
+	c.Names = []string{"/web/x", "/docker-sandbox-u1"}
+	if got, ok := ownSandboxSummary(&c); !ok || got != (Target{Scope: "u1"}) {
+		t.Errorf("with a link alias first: got %v %v", got, ok)
+	}
 	if _, ok := ownSandboxSummary(nil); ok {
 		t.Errorf("nil")
 	}
