@@ -1015,3 +1015,27 @@ func (l *lcLoseCreate) ContainerCreate(ctx context.Context, cfg *container.Confi
 	l.containers[name] = &container.Config{}
 	return container.CreateResponse{}, cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/` + name + `" is already in use`)
 }
+
+func TestLaterUse(t *testing.T) {
+	now := time.Unix(10_000, 0).UTC()
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	for _, tc := range []struct {
+		name  string
+		known *time.Time
+		hs    *HelperStatus
+		want  *time.Time
+	}{
+		{"no helper", at(-time.Hour), nil, at(-time.Hour)},
+		{"later", at(-time.Hour), &HelperStatus{IdleSince: at(-time.Minute)}, at(-time.Minute)},
+		{"nothing known", nil, &HelperStatus{IdleSince: at(-time.Minute)}, at(-time.Minute)},
+		{"earlier", at(-time.Minute), &HelperStatus{IdleSince: at(-time.Hour)}, at(-time.Minute)},
+		{"busy", at(-time.Hour), &HelperStatus{IdleSince: at(-time.Minute), Busy: true}, at(-time.Hour)},
+		{"now", at(-time.Hour), &HelperStatus{IdleSince: at(0)}, at(0)},
+		{"a planted future time", at(-time.Hour), &HelperStatus{IdleSince: at(time.Second)}, at(-time.Hour)},
+		{"far future, nothing known", nil, &HelperStatus{IdleSince: at(1000 * time.Hour)}, nil},
+	} {
+		if got := laterUse(tc.known, tc.hs, now); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
