@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
@@ -1120,9 +1121,12 @@ func lcSetup(t *testing.T, runID string, calls [][]string) {
 	}
 }
 
-// TestLifecycleRace: rm and exec at the same moment on one scope, then a
-// second rm while the exec's program is known to run (it waits for a line
-// on its standard input, which the test sends only after that rm ended).
+// TestLifecycleRace: rm and exec on one scope, starting together (even
+// rounds) or the exec once the rm's drain runs in the container (odd
+// rounds, on the engine's exec_start event), then a second rm while the
+// exec's program is known to run (it waits for a line on its standard
+// input, which the test sends only after that rm ended). The log says which
+// interleaving each round hit.
 // Every call's outcome is one of the allowed ones and consistent with what
 // is left:
 //   - the exec always succeeds, in the old sandbox or a new one;
@@ -1141,9 +1145,11 @@ func TestLifecycleRace(t *testing.T) {
 	dir := t.TempDir()
 	env := lcEnv(rid)
 	outcomes := map[string]int{}
-	for round := 0; round < 3; round++ {
+	cli := engine(t)
+	for round := 0; round < 4; round++ {
 		s := newScope(t)
 		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
+		before := inspectSandbox(t, s, "").ID
 		// The exec: prints "started", waits for a line on stdin, writes.
 		ex := osexec.Command(pluginBin, "exec", "-s", s, "--timeout", "90s", "-c", "echo started; read go; echo ran > f; echo ran")
 		ex.Env = append(os.Environ(), env...)
@@ -1157,11 +1163,41 @@ func TestLifecycleRace(t *testing.T) {
 			rmAErr error
 			wg     sync.WaitGroup
 		)
+		// Even rounds: rm and exec start together. Odd rounds: the exec
+		// starts once the rm's drain runs in the container (an engine
+		// event), so that it lands while the rm claims and removes.
+		evCtx, evCancel := context.WithTimeout(context.Background(), time.Minute)
+		var evs <-chan events.Message
+		if round%2 == 1 {
+			evs, _ = cli.Events(evCtx, events.ListOptions{Since: fmt.Sprint(time.Now().Add(-time.Second).Unix()), Filters: filters.NewArgs(
+				filters.Arg("type", "container"), filters.Arg("event", "exec_start"), filters.Arg("container", "docker-sandbox-"+s))})
+		}
+		rmADone := make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer close(rmADone)
 			rmA, rmAErr = lcConcurrent(dir, env, "--standalone", "rm", "--format", "json", s)
 		}()
+		how := "together"
+		if round%2 == 1 {
+			how = "the rm ended before its drain was seen"
+		wait:
+			for {
+				select {
+				case msg := <-evs:
+					if strings.Contains(string(msg.Action), "drain") {
+						how = "during the rm's drain"
+						break wait
+					}
+				case <-rmADone:
+					break wait
+				case <-evCtx.Done():
+					break wait
+				}
+			}
+		}
+		evCancel()
 		if err := ex.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -1169,6 +1205,7 @@ func TestLifecycleRace(t *testing.T) {
 		line, err := br.ReadString('\n')
 		if err != nil || line != "started\n" {
 			_ = ex.Process.Kill()
+			_ = ex.Wait() // then its stderr is complete
 			wg.Wait()
 			t.Fatalf("round %d: the exec's program did not start: %q %v\n%s", round, line, err, exErr.String())
 		}
@@ -1227,14 +1264,22 @@ func TestLifecycleRace(t *testing.T) {
 				t.Errorf("round %d: nothing is left, but no rm removed it (rm %s, rm %s)", round, a, b)
 			}
 		case c == 1 && v == 1 && byName:
-			left = "sandbox"
+			left = "the old sandbox"
+			if inspectSandbox(t, s, "").ID != before {
+				left = "a new sandbox"
+				if a != "removed" && a != "scope_busy" {
+					t.Errorf("round %d: the sandbox was re-created, but the rm says %s", round, a)
+				}
+			} else if a == "removed" {
+				t.Errorf("round %d: the rm says it removed the sandbox, and the old one is still there", round)
+			}
 			wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "cat f"), "ran\n")
 		default:
 			t.Errorf("round %d: left %d containers and %d volumes with the plugin's labels; by name: container %v, volume %v",
 				round, c, v, lcContainerExists(t, "docker-sandbox-"+s), lcVolumeExists(t, "docker-sandbox-"+s+".user"))
 		}
-		outcomes["rm "+a+", left "+left]++
-		t.Logf("round %d: racing rm %s, rm while running %s, exec exit %d; left %s", round, a, b, exCode, left)
+		outcomes["exec "+how+": rm "+a+", left "+left]++
+		t.Logf("round %d: exec %s; racing rm %s, rm while running %s, exec exit %d; left %s", round, how, a, b, exCode, left)
 		wantCode(t, lcSb(t, rid, "rm", "-f", s), 0)
 		if c, v := objects(t, s); c != 0 || v != 0 {
 			t.Errorf("round %d: rm -f left %d containers and %d volumes", round, c, v)
