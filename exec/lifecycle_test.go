@@ -720,6 +720,11 @@ func lookAlikeContainers(scope string) []container.Summary {
 	add("helper-rw", func(c *container.Summary) { c.Mounts[2].RW = true })
 	add("helper-not-helper", func(c *container.Summary) { c.Mounts[2].Name = "docker-sandbox-" + scope + ".user" })
 	add("no-helper", func(c *container.Summary) { c.Mounts = c.Mounts[:2] })
+	// The workspace right, /opt/user missing, another volume, read-only.
+	add("no-user", func(c *container.Summary) { c.Mounts = []container.MountPoint{c.Mounts[0], c.Mounts[2]} })
+	add("user-other-volume", func(c *container.Summary) { c.Mounts[1].Name = "docker-sandbox-" + scope + "x.user" })
+	add("user-read-only", func(c *container.Summary) { c.Mounts[1].RW = false })
+	add("workspace-read-only", func(c *container.Summary) { c.Mounts[0].RW = false })
 	add("bind-workspace", func(c *container.Summary) {
 		c.Mounts[0] = container.MountPoint{Type: mount.TypeBind, Source: "/home/u/src", Destination: WorkspaceDir, RW: true}
 	})
