@@ -272,8 +272,10 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
 	return kept, nil
 }
 
-// assemble groups containers and volumes into sandboxes. Objects whose
-// labels do not name a valid target are left out.
+// assemble groups containers and volumes into sandboxes. Only the plugin's
+// own sandbox containers and volumes count (OwnSandbox, OwnVolume): a
+// look-alike (copied labels, a sandbox's name without its mounts, labels
+// that name another target) is left out.
 func assemble(cs []container.Summary, vols []*volume.Volume) []*Sandbox {
 	rows := map[Target]*Sandbox{}
 	get := func(t Target) *Sandbox {
@@ -286,8 +288,8 @@ func assemble(cs []container.Summary, vols []*volume.Volume) []*Sandbox {
 	}
 	for i := range cs {
 		c := &cs[i]
-		t := Target{Scope: c.Labels[LabelScope], Session: c.Labels[LabelSession]}
-		if t.Validate() != nil || c.Labels[LabelKind] != KindSandbox {
+		t, ok := ownSandboxSummary(c)
+		if !ok {
 			continue
 		}
 		s := get(t)
@@ -307,22 +309,8 @@ func assemble(cs []container.Summary, vols []*volume.Volume) []*Sandbox {
 		s.State = containerState(c.State)
 	}
 	for _, v := range vols {
-		if v == nil {
-			continue
-		}
-		var t Target
-		switch v.Labels[LabelKind] {
-		case KindUser:
-			t = Target{Scope: v.Labels[LabelScope]}
-		case KindWorkspace:
-			t = Target{Scope: v.Labels[LabelScope], Session: v.Labels[LabelSession]}
-			if t.Session == "" {
-				continue
-			}
-		default:
-			continue
-		}
-		if t.Validate() != nil || v.Name != t.WorkspaceVolume() {
+		t, _, ok := OwnVolume(v)
+		if !ok {
 			continue
 		}
 		s := get(t)
@@ -555,3 +543,71 @@ func (m *Manager) Find(ctx context.Context, t Target, size bool) (*Sandbox, erro
 func testRunScope() string { return os.Getenv("DOCKER_SANDBOX_TEST_RUN") }
 
 var errBusy = errors.New("busy")
+
+// RemoveScopeNetwork removes the scope's egress network (proxy mode) when it
+// is the plugin's own (OwnScopeNetwork) and no container but the egress
+// sidecar is on it (the sidecar is disconnected first). `rm SCOPE` calls it
+// whether or not the scope still had a container or data: a proxy-mode
+// scope whose container and volumes are gone still has its network. It
+// reports whether it removed one; a network of that name that is not the
+// plugin's own is left alone.
+func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, error) {
+	e, err := m.lc()
+	if err != nil {
+		return false, err
+	}
+	name := scopeNetPrefix + scope
+	n, err := e.NetworkInspect(ctx, name, network.InspectOptions{})
+	if isNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, EngineError(err, "cannot inspect network "+name)
+	}
+	if s, ok := OwnScopeNetwork(n.Name, n.Labels); !ok || s != scope {
+		return false, nil
+	}
+	var sidecar []string
+	for id, ep := range n.Containers {
+		if ep.Name != ownSidecarName {
+			return false, Errorf(CodeScopeBusy, "network %s of scope %s is still used by container %s; run the rm again once it is gone, or remove it", name, scope, ep.Name)
+		}
+		sidecar = append(sidecar, id)
+	}
+	for _, id := range sidecar {
+		_ = e.NetworkDisconnect(ctx, n.ID, id, true)
+	}
+	err = e.NetworkRemove(ctx, n.ID)
+	switch {
+	case err == nil:
+		return true, nil
+	case isNotFound(err):
+		return false, nil
+	case isConflict(err) || strings.Contains(err.Error(), "active endpoints"):
+		return false, Errorf(CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
+	default:
+		return false, EngineError(err, "cannot remove network "+name)
+	}
+}
+
+// ScopeNetworkScopes lists the scopes that have an egress network of the
+// plugin's own (OwnScopeNetwork), with extra label filters: `rm --all` also
+// removes those of scopes that have nothing else left.
+func (m *Manager) ScopeNetworkScopes(ctx context.Context, labels []string) ([]string, error) {
+	e, err := m.lc()
+	if err != nil {
+		return nil, err
+	}
+	f := managedFilter(kindScopeNetwork, labels)
+	nets, err := e.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, EngineError(err, "cannot list the scope networks")
+	}
+	var out []string
+	for _, n := range nets {
+		if s, ok := OwnScopeNetwork(n.Name, n.Labels); ok {
+			out = append(out, s)
+		}
+	}
+	return sortedStrings(out), nil
+}

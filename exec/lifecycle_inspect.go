@@ -157,13 +157,21 @@ func (m *Manager) inspect(ctx context.Context, t Target, size, again bool) (*Det
 	if c.State != nil && c.State.Running && !c.State.Paused {
 		if hs, err := m.helperStatus(ctx, c.ID); err == nil {
 			d.Helper = hs
-			if hs.IdleSince != nil && !hs.Busy && (d.LastUsed == nil || hs.IdleSince.After(*d.LastUsed)) {
-				v := hs.IdleSince.UTC()
-				d.LastUsed = &v
-			}
+			d.LastUsed = laterUse(d.LastUsed, hs, time.Now())
 		}
 	}
 	return d, nil
+}
+
+// laterUse is the last use of a sandbox given what the helper reports: its
+// idle_since when it is later than what was known and not in the future (a
+// time in the future is no evidence of use: sandboxed code can plant one).
+func laterUse(known *time.Time, hs *HelperStatus, now time.Time) *time.Time {
+	if hs == nil || hs.IdleSince == nil || hs.Busy || hs.IdleSince.After(now) || (known != nil && !hs.IdleSince.After(*known)) {
+		return known
+	}
+	v := hs.IdleSince.UTC()
+	return &v
 }
 
 // helperStatus runs `sandbox-helper status` in a running container (never

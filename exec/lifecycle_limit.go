@@ -37,15 +37,20 @@ func (m *Manager) checkLimit(ctx context.Context) error {
 	return nil
 }
 
-// CountLive counts the plugin's live sandbox containers (created, running or
-// paused), with extra label filters.
+// CountLive counts the plugin's own live sandbox containers (created,
+// running or paused: OwnSandbox; a look-alike does not count), with extra
+// label filters.
 func (m *Manager) CountLive(ctx context.Context, labels []string) (int, error) {
 	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: managedFilter(KindSandbox, labels)})
 	if err != nil {
 		return 0, EngineError(err, "cannot count the live sandboxes")
 	}
 	n := 0
-	for _, c := range cs {
+	for i := range cs {
+		c := &cs[i]
+		if _, ok := ownSandboxSummary(c); !ok {
+			continue
+		}
 		switch c.State {
 		case "created", "running", "paused", "restarting":
 			n++

@@ -3,6 +3,8 @@ package exec
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -65,21 +67,21 @@ type pruneInventory struct {
 // newestInfo is when a volume's data was last written, from the probe.
 type newestInfo struct {
 	Newest   *time.Time
+	Future   int // entries whose time was in the future (left out of Newest)
 	Bytes    int64
 	Complete bool
 	Error    string
 }
 
 // Prune removes what the plugin made that nobody needs any more; it never
-// touches an object without com.docker.sandbox.managed=true:
+// touches an object that is not the plugin's own (lifecycle_own.go: name,
+// labels, kind and, for sandboxes, mounts; labels alone can be copied):
 //   - sandbox containers that are not running (their helper exited but the
 //     engine did not remove them, or a creation failed half-way);
 //   - seeder and probe containers, which never outlive the call that made
 //     them;
-//   - sidecars (any other kind of the plugin's containers: the egress proxy)
-//     when no sandbox uses the proxy;
-//   - networks of a scope without a sandbox container, and unscoped networks
-//     no container of the plugin is attached to;
+//   - the egress sidecar when no sandbox uses the proxy;
+//   - scope networks of a scope without a sandbox container;
 //   - helper volumes of other plugin versions that no container uses;
 //   - with DataAge, the volumes of sandboxes whose container is gone and whose
 //     newest file is older than OlderThan. A scope's long-term volume goes
@@ -197,17 +199,20 @@ func ctrItem(c container.Summary, reason string) PruneItem {
 		Scope: c.Labels[LabelScope], Session: c.Labels[LabelSession], Reason: reason}
 }
 
-// planContainers decides which containers go, and returns the others.
+// planContainers decides which containers go, and returns the others. It
+// considers only the plugin's own containers (OwnSandbox, ownSeeder,
+// ownProbe, ownSidecar): a look-alike is neither removed nor a survivor.
 func planContainers(cs []container.Summary, now time.Time, grace time.Duration) (remove []PruneItem, survivors []container.Summary) {
 	var sidecars []container.Summary
 	proxyUsed := false
-	for _, c := range cs {
-		if c.Labels[LabelManaged] != "true" {
-			continue // never ours
-		}
+	for i := range cs {
+		c := cs[i]
 		created := time.Unix(c.Created, 0)
-		switch c.Labels[LabelKind] {
-		case KindSandbox:
+		switch {
+		case managedAs(c.Labels, KindSandbox):
+			if _, ok := ownSandboxSummary(&c); !ok {
+				continue // not ours
+			}
 			switch {
 			case c.State == "exited" || c.State == "dead":
 				remove = append(remove, ctrItem(c, "expired: its helper exited and the container was not removed"))
@@ -219,14 +224,16 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 			if c.Labels[LabelNetwork] == "proxy" {
 				proxyUsed = true
 			}
-		case KindSeeder, KindProbe:
+		case ownSeeder(&c) || ownProbe(&c):
 			if older(created, now, grace) {
 				remove = append(remove, ctrItem(c, "orphan: a "+c.Labels[LabelKind]+" container left by an interrupted call"))
 				continue
 			}
-		default:
+		case ownSidecar(&c):
 			sidecars = append(sidecars, c)
 			continue
+		default:
+			continue // not ours
 		}
 		survivors = append(survivors, c)
 	}
@@ -240,35 +247,27 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 	return remove, survivors
 }
 
-// dataCandidates are the sandbox volumes whose target has no surviving
-// container (a scope's long-term volume: no container of the scope at all).
+// dataCandidates are the plugin's own sandbox volumes (OwnVolume) whose
+// target has no surviving container (a scope's long-term volume: no
+// container of the scope at all).
 func dataCandidates(vols []*volume.Volume, survivors []container.Summary) []*volume.Volume {
 	scopes := map[string]bool{}
 	targets := map[Target]bool{}
-	for _, c := range survivors {
-		if c.Labels[LabelKind] == KindSandbox {
-			scopes[c.Labels[LabelScope]] = true
-			targets[Target{Scope: c.Labels[LabelScope], Session: c.Labels[LabelSession]}] = true
+	for i := range survivors {
+		if t, ok := ownSandboxSummary(&survivors[i]); ok {
+			scopes[t.Scope] = true
+			targets[t] = true
 		}
 	}
 	var out []*volume.Volume
 	for _, v := range vols {
-		if v == nil || v.Labels[LabelManaged] != "true" {
-			continue
-		}
-		t := Target{Scope: v.Labels[LabelScope], Session: v.Labels[LabelSession]}
-		if t.Validate() != nil {
-			continue
-		}
-		switch v.Labels[LabelKind] {
-		case KindUser:
-			if v.Name == (Target{Scope: t.Scope}).UserVolume() && !scopes[t.Scope] {
-				out = append(out, v)
-			}
-		case KindWorkspace:
-			if t.Session != "" && v.Name == t.WorkspaceVolume() && !targets[t] {
-				out = append(out, v)
-			}
+		t, kind, ok := OwnVolume(v)
+		switch {
+		case !ok:
+		case kind == KindUser && !scopes[t.Scope]:
+			out = append(out, v)
+		case kind == KindWorkspace && !targets[t]:
+			out = append(out, v)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -288,6 +287,7 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 	type use struct {
 		t       time.Time
 		unknown string
+		future  int
 	}
 	scopeUse := map[string]*use{}
 	for _, v := range cands {
@@ -297,30 +297,20 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 			u = &use{}
 			scopeUse[s] = u
 		}
-		n, ok := newest[v.Name]
+		last, future, why := lastWritten(v, newest)
+		u.future += future
 		switch {
-		case !ok:
-			u.unknown = "its data could not be read"
-		case !n.Complete || n.Newest == nil:
-			u.unknown = "its data could not be read completely"
-			if n.Error != "" {
-				u.unknown += " (" + n.Error + ")"
-			}
-		case n.Newest.After(u.t):
-			u.t = *n.Newest
+		case why != "":
+			u.unknown = why
+		case last.After(u.t):
+			u.t = last
 		}
 	}
 	for _, v := range cands {
-		n := newest[v.Name]
-		var last time.Time
-		why := ""
+		last, future, why := lastWritten(v, newest)
 		if v.Labels[LabelKind] == KindUser {
 			u := scopeUse[v.Labels[LabelScope]]
-			last, why = u.t, u.unknown
-		} else if !n.Complete || n.Newest == nil {
-			why = "its data could not be read completely"
-		} else {
-			last = *n.Newest
+			last, future, why = u.t, u.future, u.unknown
 		}
 		it := volItem(v, "")
 		if why != "" {
@@ -331,19 +321,53 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 		lu := last.UTC()
 		it.LastUsed = &lu
 		age := now.Sub(last).Truncate(time.Second)
+		note := ""
+		if future > 0 {
+			note = fmt.Sprintf(" (%d time(s) in the future ignored)", future)
+		}
 		if age <= olderThan {
-			it.Reason = fmt.Sprintf("kept: last written %s ago, not longer than --older-than %s", age, olderThan)
+			it.Reason = fmt.Sprintf("kept: last written %s ago, not longer than --older-than %s%s", age, olderThan, note)
 			kept = append(kept, it)
 			continue
 		}
-		it.Reason = fmt.Sprintf("unused: last written %s ago, longer than --older-than %s", age, olderThan)
+		it.Reason = fmt.Sprintf("unused: last written %s ago, longer than --older-than %s%s", age, olderThan, note)
 		remove = append(remove, it)
 	}
 	return remove, kept
 }
 
+// lastWritten is when a volume's data was last written, from the probe's
+// answer: the newest time in it that is not in the future (the probe leaves
+// those out: sandboxed code can plant them, `touch -d`, to look fresh
+// forever). When every time in it was in the future, nothing in the data
+// can be believed and the volume's creation (the engine's record) stands
+// for its last use. why is set when the age cannot be told.
+func lastWritten(v *volume.Volume, newest map[string]newestInfo) (last time.Time, future int, why string) {
+	n, ok := newest[v.Name]
+	switch {
+	case !ok:
+		return last, 0, "its data could not be read"
+	case !n.Complete:
+		why = "its data could not be read completely"
+		if n.Error != "" {
+			why += " (" + n.Error + ")"
+		}
+		return last, n.Future, why
+	case n.Newest != nil:
+		return *n.Newest, n.Future, ""
+	case n.Future > 0:
+		if ct, err := time.Parse(time.RFC3339, v.CreatedAt); err == nil {
+			return ct, n.Future, ""
+		}
+		return last, n.Future, "every time in its data is in the future and its creation time is unknown"
+	default:
+		return last, 0, "its data could not be read completely"
+	}
+}
+
 // planHelpers picks the helper volumes of other plugin versions that no
-// container mounts.
+// container mounts (ownHelperVolume: a volume with copied labels and
+// another name is not one).
 func planHelpers(vols []*volume.Volume, cs []container.Summary, keep []string) []PruneItem {
 	inUse := map[string]bool{}
 	for _, c := range cs {
@@ -353,10 +377,7 @@ func planHelpers(vols []*volume.Volume, cs []container.Summary, keep []string) [
 	}
 	var out []PruneItem
 	for _, v := range vols {
-		if v == nil || v.Labels[LabelManaged] != "true" || v.Labels[LabelKind] != KindHelper {
-			continue
-		}
-		if contains(keep, v.Name) || inUse[v.Name] {
+		if !ownHelperVolume(v) || contains(keep, v.Name) || inUse[v.Name] {
 			continue
 		}
 		out = append(out, volItem(v, "orphan: the helper of another plugin version, used by no container"))
@@ -364,31 +385,24 @@ func planHelpers(vols []*volume.Volume, cs []container.Summary, keep []string) [
 	return out
 }
 
-// planNetworks picks the plugin's networks that lost their owner.
+// planNetworks picks the scope networks (OwnScopeNetwork) of scopes without
+// a sandbox container. The plugin makes no other network; one with copied
+// labels and another name is not its own.
 func planNetworks(nets []network.Summary, survivors []container.Summary, now time.Time, grace time.Duration) []PruneItem {
 	scopes := map[string]bool{}
-	for _, c := range survivors {
-		if c.Labels[LabelKind] == KindSandbox {
-			scopes[c.Labels[LabelScope]] = true
+	for i := range survivors {
+		if t, ok := ownSandboxSummary(&survivors[i]); ok {
+			scopes[t.Scope] = true
 		}
 	}
 	var out []PruneItem
 	for _, n := range nets {
-		if n.Labels[LabelManaged] != "true" || !older(n.Created, now, grace) {
+		s, ok := OwnScopeNetwork(n.Name, n.Labels)
+		if !ok || !older(n.Created, now, grace) || scopes[s] {
 			continue
 		}
-		it := PruneItem{Type: "network", Name: n.Name, ID: n.ID, Kind: n.Labels[LabelKind], Scope: n.Labels[LabelScope]}
-		if s := n.Labels[LabelScope]; s != "" {
-			if !scopes[s] {
-				it.Reason = "orphan: no sandbox of scope " + s
-				out = append(out, it)
-			}
-			continue
-		}
-		if len(attachedTo(n.ID, n.Name, survivors)) == 0 {
-			it.Reason = "orphan: no container of the plugin is attached to it"
-			out = append(out, it)
-		}
+		out = append(out, PruneItem{Type: "network", Name: n.Name, ID: n.ID, Kind: n.Labels[LabelKind], Scope: s,
+			Reason: "orphan: no sandbox of scope " + s})
 	}
 	return out
 }
@@ -458,7 +472,11 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 		Resources: container.Resources{Memory: 256 << 20, MemorySwap: 256 << 20, NanoCPUs: 1e9, PidsLimit: &pids},
 		Mounts:    mounts,
 	}
-	resp, err := e.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	// Named in the plugin's own namespace, so that prune tells an orphaned
+	// probe from a look-alike (ownProbe).
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	resp, err := e.ContainerCreate(ctx, cfg, hc, nil, nil, probeNameStart+hex.EncodeToString(rnd[:]))
 	if err != nil {
 		return EngineError(err, "cannot create the container that reads when the data was last written")
 	}
@@ -489,6 +507,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 		Paths []struct {
 			Path     string     `json:"path"`
 			Newest   *time.Time `json:"newest"`
+			Future   int        `json:"future"`
 			Bytes    int64      `json:"bytes"`
 			Complete bool       `json:"complete"`
 			Error    string     `json:"error"`
@@ -499,7 +518,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 	}
 	for _, p := range rep.Paths {
 		if v, ok := dirOf[p.Path]; ok {
-			out[v] = newestInfo{Newest: p.Newest, Bytes: p.Bytes, Complete: p.Complete, Error: p.Error}
+			out[v] = newestInfo{Newest: p.Newest, Future: p.Future, Bytes: p.Bytes, Complete: p.Complete, Error: p.Error}
 		}
 	}
 	return nil

@@ -11,21 +11,33 @@ import (
 var errNotRunningYet = errors.New("container is not running")
 
 // Ensure makes the target's sandbox exist and run (creating or starting it as
-// Run does) without running anything in it, and returns the container's name.
-// `docker sandbox shell` then execs its shell into it.
+// Run does) without running anything in it, and returns its container's ID.
+// `docker sandbox shell` then execs its shell into that container (by ID: not
+// into whatever holds the name by then). A container of that name that is
+// not the plugin's own sandbox of the target (OwnSandboxInspect: a
+// look-alike) is an error, and is neither started nor used.
 func (m *Manager) Ensure(ctx context.Context, spec Spec) (string, Result, error) {
-	name := spec.ContainerName()
+	var id string
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		c, err := m.Engine.ContainerInspect(ctx, name)
 		if err != nil {
 			return false, err
 		}
+		if t, ok := OwnSandboxInspect(&c); !ok || t != spec.Target {
+			return false, notOwnError(name, spec.Target)
+		}
 		if c.State == nil || !c.State.Running || c.State.Paused {
 			return false, errNotRunningYet
 		}
+		id = c.ID
 		return true, nil
 	})
-	return name, res, err
+	return id, res, err
+}
+
+// notOwnError: a container holds the target's name and is not its sandbox.
+func notOwnError(name string, t Target) *Error {
+	return Errorf(CodeEngineError, "a container named %s exists and is not the docker sandbox of %s (its name, labels and mounts do not all say so): the plugin leaves it alone; remove or rename it, or use another scope", name, t)
 }
 
 // execNotStarted reports that the engine refused to start an exec (409: its

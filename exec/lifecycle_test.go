@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/google/go-cmp/cmp"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
@@ -94,16 +95,38 @@ func volLabels(kind, scope, session string) map[string]string {
 	return l
 }
 
+// sbMounts are the mounts the plugin gives a sandbox of t.
+func sbMounts(t Target) []container.MountPoint {
+	return []container.MountPoint{
+		{Type: mount.TypeVolume, Name: t.WorkspaceVolume(), Destination: WorkspaceDir, RW: true},
+		{Type: mount.TypeVolume, Name: t.UserVolume(), Destination: UserDir, RW: true},
+		{Type: mount.TypeVolume, Name: helperVolumeStart + "0.1.0.h.amd64", Destination: HelperDir, RW: false},
+	}
+}
+
+// sbCtr is a list entry of the plugin's own sandbox container of
+// scope[/session] (name, labels and mounts).
+func sbCtr(id, state string, created int64, scope, session string, extra ...string) container.Summary {
+	t := Target{Scope: scope, Session: session}
+	return container.Summary{ID: id, Names: []string{"/" + t.ContainerName()}, State: state, Created: created,
+		Labels: sbLabels(scope, session, extra...), Mounts: sbMounts(t)}
+}
+
 func TestAssemble(t *testing.T) {
 	cs := []container.Summary{
-		{ID: "aaaaaaaaaaaaaaaa", State: "running", Created: 100, Labels: sbLabels("u1", "")},
-		{ID: "bbbbbbbbbbbbbbbb", State: "created", Created: 200, Labels: sbLabels("u1", "chat")},
-		{ID: "cccccccccccccccc", State: "exited", Created: 50, Labels: sbLabels("u2", "")},
+		sbCtr("aaaaaaaaaaaaaaaa", "running", 100, "u1", ""),
+		sbCtr("bbbbbbbbbbbbbbbb", "created", 200, "u1", "chat"),
+		sbCtr("cccccccccccccccc", "exited", 50, "u2", ""),
 		// A second container of u2 (a new one starting while the old is
 		// removed): the running one is shown.
-		{ID: "dddddddddddddddd", State: "running", Created: 60, Labels: sbLabels("u2", "")},
+		sbCtr("dddddddddddddddd", "running", 60, "u2", ""),
 		{ID: "eeeeeeeeeeeeeeee", State: "running", Labels: sbLabels("../bad", "")},
 		{ID: "ffffffffffffffff", State: "running", Labels: map[string]string{LabelManaged: "true", LabelKind: KindSeeder}},
+	}
+	// Look-alikes: none of them is a sandbox.
+	for i, c := range lookAlikeContainers("u9") {
+		c.ID = fmt.Sprintf("%016d", i)
+		cs = append(cs, c)
 	}
 	vols := []*volume.Volume{
 		{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")},
@@ -114,6 +137,7 @@ func TestAssemble(t *testing.T) {
 		{Name: "docker-sandbox-helper-x", Labels: volLabels(KindHelper, "", "")},     // not a sandbox's
 		{Name: "docker-sandbox-u5.user", Labels: volLabels(KindWorkspace, "u5", "")}, // a workspace without a session
 	}
+	vols = append(vols, lookAlikeVolumes("u9")...)
 	type row struct {
 		Target, State, Container string
 		Volumes                  []string
@@ -147,10 +171,23 @@ func TestContainerState(t *testing.T) {
 func TestPlanContainers(t *testing.T) {
 	now := time.Unix(10_000, 0)
 	old, young := now.Add(-time.Hour).Unix(), now.Add(-time.Second).Unix()
-	mk := func(id, state string, created int64, labels map[string]string) container.Summary {
-		return container.Summary{ID: id, Names: []string{"/" + id}, State: state, Created: created, Labels: labels}
-	}
 	kind := func(k string) map[string]string { return map[string]string{LabelManaged: "true", LabelKind: k} }
+	sb := func(state string, created int64, scope string, extra ...string) container.Summary {
+		return sbCtr(scope, state, created, scope, "", extra...)
+	}
+	seeder := func(id, state string, created int64) container.Summary {
+		return container.Summary{ID: id, Names: []string{"/happy_" + id}, State: state, Created: created, Labels: kind(KindSeeder),
+			Command: HelperPath, Mounts: []container.MountPoint{
+				{Type: mount.TypeVolume, Name: "docker-sandbox-a.user", Destination: UserDir, RW: true},
+				{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: HelperDir, RW: true}}}
+	}
+	probe := func(id, state string, created int64) container.Summary {
+		return container.Summary{ID: id, Names: []string{"/" + probeNameStart + id}, State: state, Created: created, Labels: kind(KindProbe),
+			Command: HelperPath + " status --newest /v/docker-sandbox-a.user"}
+	}
+	sidecar := func(state string, created int64) container.Summary {
+		return container.Summary{ID: "proxy", Names: []string{"/" + ownSidecarName}, State: state, Created: created, Labels: kind(kindSidecar)}
+	}
 	tests := []struct {
 		name       string
 		cs         []container.Summary
@@ -160,12 +197,12 @@ func TestPlanContainers(t *testing.T) {
 		{
 			name: "sandboxes",
 			cs: []container.Summary{
-				mk("run", "running", old, sbLabels("a", "")),
-				mk("exited", "exited", young, sbLabels("b", "")), // no grace: it will never run again
-				mk("dead", "dead", old, sbLabels("c", "")),
-				mk("created-old", "created", old, sbLabels("d", "")),
-				mk("created-young", "created", young, sbLabels("e", "")), // a creation in progress
-				mk("paused", "paused", old, sbLabels("f", "")),           // a stop/rm in progress
+				sb("running", old, "run"),
+				sb("exited", young, "exited"), // no grace: it will never run again
+				sb("dead", old, "dead"),
+				sb("created", old, "created-old"),
+				sb("created", young, "created-young"), // a creation in progress
+				sb("paused", old, "paused"),           // a stop/rm in progress
 			},
 			wantRemove: []string{"exited", "dead", "created-old"},
 			wantKeep:   []string{"run", "created-young", "paused"},
@@ -173,35 +210,51 @@ func TestPlanContainers(t *testing.T) {
 		{
 			name: "seeders and probes",
 			cs: []container.Summary{
-				mk("seeder-old", "created", old, kind(KindSeeder)),
-				mk("seeder-young", "created", young, kind(KindSeeder)),
-				mk("probe-old", "exited", old, kind(KindProbe)),
+				seeder("seeder-old", "created", old),
+				seeder("seeder-young", "created", young),
+				probe("probe-old", "exited", old),
+				probe("probe-young", "running", young),
 			},
 			wantRemove: []string{"seeder-old", "probe-old"},
-			wantKeep:   []string{"seeder-young"},
+			wantKeep:   []string{"seeder-young", "probe-young"},
 		},
 		{
 			name:       "a sidecar nobody uses",
-			cs:         []container.Summary{mk("proxy", "running", old, kind("sidecar")), mk("sb", "running", old, sbLabels("a", ""))},
+			cs:         []container.Summary{sidecar("running", old), sb("running", old, "a")},
 			wantRemove: []string{"proxy"},
-			wantKeep:   []string{"sb"},
+			wantKeep:   []string{"a"},
 		},
 		{
 			name:     "a sidecar in use",
-			cs:       []container.Summary{mk("proxy", "running", old, kind("sidecar")), mk("sb", "running", old, sbLabels("a", "", LabelNetwork, "proxy"))},
-			wantKeep: []string{"sb", "proxy"}, // sidecars are decided last
+			cs:       []container.Summary{sidecar("running", old), sb("running", old, "a", LabelNetwork, "proxy")},
+			wantKeep: []string{"a", "proxy"}, // sidecars are decided last
 		},
 		{
 			name:     "a young sidecar",
-			cs:       []container.Summary{mk("proxy", "running", young, kind("sidecar"))},
+			cs:       []container.Summary{sidecar("running", young)},
 			wantKeep: []string{"proxy"},
 		},
 		{
 			name: "not ours",
-			cs: []container.Summary{
-				mk("user", "exited", old, map[string]string{LabelKind: KindSandbox, LabelScope: "a"}),
-				mk("user2", "exited", old, map[string]string{LabelManaged: "yes", LabelKind: KindSeeder}),
-			},
+			cs: append([]container.Summary{
+				{ID: "user", Names: []string{"/user"}, State: "exited", Created: old, Labels: map[string]string{LabelKind: KindSandbox, LabelScope: "a"}},
+				{ID: "user2", Names: []string{"/user2"}, State: "exited", Created: old, Labels: map[string]string{LabelManaged: "yes", LabelKind: KindSeeder}},
+				// A seeder's labels on a container somebody ran, or
+				// created with another command or without the helper.
+				func() container.Summary { c := seeder("ran", "exited", old); return c }(),
+				func() container.Summary { c := seeder("cmd", "created", old); c.Command = "sh"; return c }(),
+				func() container.Summary { c := seeder("nohelper", "created", old); c.Mounts = c.Mounts[:1]; return c }(),
+				// A probe's labels without its name or command.
+				func() container.Summary { c := probe("pname", "exited", old); c.Names = []string{"/pname"}; return c }(),
+				func() container.Summary { c := probe("pcmd", "exited", old); c.Command = "sleep 1"; return c }(),
+				// The sidecar's labels under another name; another kind.
+				func() container.Summary {
+					c := sidecar("running", old)
+					c.ID, c.Names = "side2", []string{"/proxy2"}
+					return c
+				}(),
+				{ID: "other-kind", Names: []string{"/x"}, State: "running", Created: old, Labels: kind("sidecar")},
+			}, lookAlikeContainers("a")...),
 		},
 	}
 	for _, tc := range tests {
@@ -210,7 +263,7 @@ func TestPlanContainers(t *testing.T) {
 			var gotRm, gotKeep []string
 			for _, it := range rm {
 				gotRm = append(gotRm, it.ID)
-				if it.Type != "container" || it.Reason == "" || it.Name != it.ID {
+				if it.Type != "container" || it.Reason == "" || it.Name == "" {
 					t.Errorf("item %+v", it)
 				}
 			}
@@ -230,7 +283,10 @@ func TestPlanContainers(t *testing.T) {
 func TestDataCandidatesAndPlanData(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	at := func(d time.Duration) *time.Time { v := now.Add(-d); return &v }
-	survivors := []container.Summary{{ID: "x", Labels: sbLabels("live", "s1")}}
+	created := func(d time.Duration) string { return now.Add(-d).UTC().Format(time.RFC3339) }
+	survivors := []container.Summary{sbCtr("x", "running", 0, "live", "s1")}
+	// A look-alike of a sandbox of "gone" does not keep its data alive.
+	survivors = append(survivors, lookAlikeContainers("gone")...)
 	vols := []*volume.Volume{
 		{Name: "docker-sandbox-live.user", Labels: volLabels(KindUser, "live", "")},                      // a session of the scope runs
 		{Name: "docker-sandbox-live.s1.ws", Labels: volLabels(KindWorkspace, "live", "s1")},              // runs
@@ -240,27 +296,41 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 		{Name: "docker-sandbox-mixed.user", Labels: volLabels(KindUser, "mixed", "")},                    // old, but a session is recent
 		{Name: "docker-sandbox-mixed.b.ws", Labels: volLabels(KindWorkspace, "mixed", "b")},              // recent
 		{Name: "docker-sandbox-unknown.user", Labels: volLabels(KindUser, "unknown", "")},                // probe incomplete
-		{Name: "docker-sandbox-helper-1", Labels: volLabels(KindHelper, "", "")},                         // not data
+		{Name: "docker-sandbox.helper.1", Labels: volLabels(KindHelper, "", "")},                         // not data
 		{Name: "other", Labels: volLabels(KindUser, "x", "")},                                            // name does not match
 		{Name: "docker-sandbox-y.user", Labels: map[string]string{LabelKind: KindUser, LabelScope: "y"}}, // not managed
+		// Planted future times: the honest rest decides; all of them
+		// planted: the volume's creation does.
+		{Name: "docker-sandbox-fut.user", Labels: volLabels(KindUser, "fut", ""), CreatedAt: created(900 * time.Hour)},
+		{Name: "docker-sandbox-allfut.user", Labels: volLabels(KindUser, "allfut", ""), CreatedAt: created(90 * time.Hour)},
+		{Name: "docker-sandbox-newfut.user", Labels: volLabels(KindUser, "newfut", ""), CreatedAt: created(time.Hour)},
+		{Name: "docker-sandbox-nocreated.user", Labels: volLabels(KindUser, "nocreated", "")},
+		{Name: "docker-sandbox-gone.user", Labels: volLabels(KindUser, "gone", "")},
 	}
+	vols = append(vols, lookAlikeVolumes("ghost")...)
 	cands := dataCandidates(vols, survivors)
 	var names []string
 	for _, v := range cands {
 		names = append(names, v.Name)
 	}
-	want := []string{"docker-sandbox-live.s2.ws", "docker-sandbox-mixed.b.ws", "docker-sandbox-mixed.user",
+	want := []string{"docker-sandbox-allfut.user", "docker-sandbox-fut.user", "docker-sandbox-gone.user", "docker-sandbox-live.s2.ws",
+		"docker-sandbox-mixed.b.ws", "docker-sandbox-mixed.user", "docker-sandbox-newfut.user", "docker-sandbox-nocreated.user",
 		"docker-sandbox-old.a.ws", "docker-sandbox-old.user", "docker-sandbox-unknown.user"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Fatalf("candidates (-want +got):\n%s", d)
 	}
 	newest := map[string]newestInfo{
-		"docker-sandbox-live.s2.ws":   {Newest: at(48 * time.Hour), Complete: true},
-		"docker-sandbox-mixed.b.ws":   {Newest: at(time.Hour), Complete: true},
-		"docker-sandbox-mixed.user":   {Newest: at(100 * time.Hour), Complete: true},
-		"docker-sandbox-old.a.ws":     {Newest: at(30 * time.Hour), Complete: true},
-		"docker-sandbox-old.user":     {Newest: at(50 * time.Hour), Complete: true},
-		"docker-sandbox-unknown.user": {Newest: at(500 * time.Hour), Complete: false},
+		"docker-sandbox-live.s2.ws":     {Newest: at(48 * time.Hour), Complete: true},
+		"docker-sandbox-mixed.b.ws":     {Newest: at(time.Hour), Complete: true},
+		"docker-sandbox-mixed.user":     {Newest: at(100 * time.Hour), Complete: true},
+		"docker-sandbox-old.a.ws":       {Newest: at(30 * time.Hour), Complete: true},
+		"docker-sandbox-old.user":       {Newest: at(50 * time.Hour), Complete: true},
+		"docker-sandbox-unknown.user":   {Newest: at(500 * time.Hour), Complete: false},
+		"docker-sandbox-fut.user":       {Newest: at(40 * time.Hour), Future: 2, Complete: true},
+		"docker-sandbox-allfut.user":    {Future: 5, Complete: true},
+		"docker-sandbox-newfut.user":    {Future: 5, Complete: true},
+		"docker-sandbox-nocreated.user": {Future: 1, Complete: true},
+		"docker-sandbox-gone.user":      {Newest: at(25 * time.Hour), Complete: true},
 	}
 	rm, kept := planData(cands, newest, now, 24*time.Hour)
 	var gotRm, gotKept []string
@@ -269,21 +339,38 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 		if it.LastUsed == nil || !strings.Contains(it.Reason, "longer than --older-than 24h") {
 			t.Errorf("removed item %+v", it)
 		}
+		if strings.Contains(it.Name, "fut") && !strings.Contains(it.Reason, "in the future ignored") {
+			t.Errorf("removed item %+v: the reason should say future times were ignored", it)
+		}
 	}
 	for _, it := range kept {
 		gotKept = append(gotKept, it.Name)
 	}
-	if d := cmp.Diff([]string{"docker-sandbox-live.s2.ws", "docker-sandbox-old.a.ws", "docker-sandbox-old.user"}, gotRm); d != "" {
+	if d := cmp.Diff([]string{"docker-sandbox-allfut.user", "docker-sandbox-fut.user", "docker-sandbox-gone.user", "docker-sandbox-live.s2.ws",
+		"docker-sandbox-old.a.ws", "docker-sandbox-old.user"}, gotRm); d != "" {
 		t.Errorf("removed (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"docker-sandbox-mixed.b.ws", "docker-sandbox-mixed.user", "docker-sandbox-unknown.user"}, gotKept); d != "" {
+	if d := cmp.Diff([]string{"docker-sandbox-mixed.b.ws", "docker-sandbox-mixed.user", "docker-sandbox-newfut.user",
+		"docker-sandbox-nocreated.user", "docker-sandbox-unknown.user"}, gotKept); d != "" {
 		t.Errorf("kept (-want +got):\n%s", d)
 	}
-	// The old scope's long-term volume counts its sessions' data: its last
-	// use is the newest of both.
 	for _, it := range rm {
-		if it.Name == "docker-sandbox-old.user" && !it.LastUsed.Equal(*at(30 * time.Hour)) {
-			t.Errorf("old.user last used %v, want the session's %v", it.LastUsed, at(30*time.Hour))
+		switch it.Name {
+		case "docker-sandbox-old.user":
+			// The old scope's long-term volume counts its sessions' data:
+			// its last use is the newest of both.
+			if !it.LastUsed.Equal(*at(30 * time.Hour)) {
+				t.Errorf("old.user last used %v, want the session's %v", it.LastUsed, at(30*time.Hour))
+			}
+		case "docker-sandbox-allfut.user":
+			if !it.LastUsed.Equal(*at(90 * time.Hour)) {
+				t.Errorf("allfut.user last used %v, want its creation %v", it.LastUsed, at(90*time.Hour))
+			}
+		}
+	}
+	for _, it := range kept {
+		if it.Name == "docker-sandbox-nocreated.user" && !strings.Contains(it.Reason, "unknown") {
+			t.Errorf("nocreated.user: %+v", it)
 		}
 	}
 	// Without an answer from the probe nothing goes.
@@ -293,48 +380,58 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 }
 
 func TestPlanHelpersAndNetworks(t *testing.T) {
+	h := func(s string) string { return helperVolumeStart + s }
 	vols := []*volume.Volume{
-		{Name: "docker-sandbox-helper-cur", Labels: volLabels(KindHelper, "", "")},
-		{Name: "docker-sandbox-helper-used", Labels: volLabels(KindHelper, "", "")},
-		{Name: "docker-sandbox-helper-old", Labels: volLabels(KindHelper, "", "")},
-		{Name: "docker-sandbox-helper-mine", Labels: map[string]string{LabelKind: KindHelper}},
+		{Name: h("cur"), Labels: volLabels(KindHelper, "", "")},
+		{Name: h("used"), Labels: volLabels(KindHelper, "", "")},
+		{Name: h("old"), Labels: volLabels(KindHelper, "", "")},
+		{Name: h("mine"), Labels: map[string]string{LabelKind: KindHelper}},      // not managed
+		{Name: "users-helper", Labels: volLabels(KindHelper, "", "")},            // copied labels, another name
+		{Name: "docker-sandbox-helper-x", Labels: volLabels(KindHelper, "", "")}, // a sandbox's namespace
+		{Name: helperVolumeStart, Labels: volLabels(KindHelper, "", "")},         // the bare prefix
 	}
-	cs := []container.Summary{{ID: "c", Mounts: []container.MountPoint{{Type: mount.TypeVolume, Name: "docker-sandbox-helper-used"}}}}
+	cs := []container.Summary{{ID: "c", Mounts: []container.MountPoint{{Type: mount.TypeVolume, Name: h("used")}}}}
 	var got []string
-	for _, it := range planHelpers(vols, cs, []string{"docker-sandbox-helper-cur"}) {
+	for _, it := range planHelpers(vols, cs, []string{h("cur")}) {
 		got = append(got, it.Name)
 	}
-	if d := cmp.Diff([]string{"docker-sandbox-helper-old"}, got); d != "" {
+	if d := cmp.Diff([]string{h("old")}, got); d != "" {
 		t.Errorf("helpers (-want +got):\n%s", d)
 	}
 
 	now := time.Unix(10_000, 0)
 	old, young := now.Add(-time.Hour), now.Add(-time.Second)
-	managed := func(extra ...string) map[string]string {
-		l := map[string]string{LabelManaged: "true", LabelKind: "network"}
-		for i := 0; i+1 < len(extra); i += 2 {
-			l[extra[i]] = extra[i+1]
-		}
-		return l
+	netLabels := func(scope string) map[string]string {
+		return map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: scope}
 	}
 	nets := []network.Summary{
-		{ID: "n1", Name: "scope-live", Created: old, Labels: managed(LabelScope, "live")},
-		{ID: "n2", Name: "scope-gone", Created: old, Labels: managed(LabelScope, "gone")},
-		{ID: "n3", Name: "scope-young", Created: young, Labels: managed(LabelScope, "gone")},
-		{ID: "n4", Name: "outbound", Created: old, Labels: managed()},
-		{ID: "n5", Name: "outbound-unused", Created: old, Labels: managed()},
-		{ID: "n6", Name: "users", Created: old, Labels: map[string]string{LabelScope: "gone"}},
+		{ID: "n1", Name: scopeNetPrefix + "live", Created: old, Labels: netLabels("live")},
+		{ID: "n2", Name: scopeNetPrefix + "gone", Created: old, Labels: netLabels("gone")},
+		{ID: "n3", Name: scopeNetPrefix + "young", Created: young, Labels: netLabels("young")},
+		// Not the plugin's own: another name, labels naming another
+		// scope, another kind, unmanaged, no scope, a scope's name that is
+		// not one.
+		{ID: "u1", Name: "users", Created: old, Labels: netLabels("gone")},
+		{ID: "u2", Name: scopeNetPrefix + "gone2", Created: old, Labels: netLabels("gone")},
+		{ID: "u3", Name: scopeNetPrefix + "gone3", Created: old, Labels: map[string]string{LabelManaged: "true", LabelKind: "network", LabelScope: "gone3"}},
+		{ID: "u4", Name: scopeNetPrefix + "gone4", Created: old, Labels: map[string]string{LabelKind: kindScopeNetwork, LabelScope: "gone4"}},
+		{ID: "u5", Name: scopeNetPrefix, Created: old, Labels: netLabels("")},
+		{ID: "u6", Name: scopeNetPrefix + "a.b", Created: old, Labels: netLabels("a.b")},
+		{ID: "u7", Name: "outbound", Created: old, Labels: map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork}},
 	}
 	survivors := []container.Summary{
-		{ID: "s", Labels: sbLabels("live", "")},
-		{ID: "p", Labels: map[string]string{LabelManaged: "true", LabelKind: "sidecar"},
-			NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{"outbound": {NetworkID: "n4"}}}},
+		sbCtr("s", "running", 0, "live", ""),
+		// A look-alike "of" gone does not keep its network.
+		{ID: "l", Names: []string{"/docker-sandbox-gone"}, Labels: sbLabels("gone", "")},
 	}
 	got = nil
 	for _, it := range planNetworks(nets, survivors, now, time.Minute) {
 		got = append(got, it.Name)
+		if it.Scope != "gone" || it.Type != "network" || it.ID != "n2" {
+			t.Errorf("item %+v", it)
+		}
 	}
-	if d := cmp.Diff([]string{"scope-gone", "outbound-unused"}, got); d != "" {
+	if d := cmp.Diff([]string{scopeNetPrefix + "gone"}, got); d != "" {
 		t.Errorf("networks (-want +got):\n%s", d)
 	}
 }
@@ -353,6 +450,8 @@ type lcFake struct {
 	calls      []string
 	list       []container.Summary
 	volErr     error
+	vols       []*volume.Volume // VolumeList's answer (nil: the long-term volume of u1)
+	volRemoved []string
 }
 
 func (f *lcFake) log(s string) { f.calls = append(f.calls, s) }
@@ -424,6 +523,9 @@ func (f *lcFake) ContainerList(ctx context.Context, o container.ListOptions) ([]
 }
 
 func (f *lcFake) VolumeList(ctx context.Context, o volume.ListOptions) (volume.ListResponse, error) {
+	if f.vols != nil {
+		return volume.ListResponse{Volumes: f.vols}, nil
+	}
 	return volume.ListResponse{Volumes: []*volume.Volume{{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")}}}, nil
 }
 
@@ -431,6 +533,7 @@ func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.log("volume-remove")
+	f.volRemoved = append(f.volRemoved, v)
 	return f.volErr
 }
 
@@ -480,7 +583,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes,
-				list: []container.Summary{{ID: "c1", Labels: sbLabels("u1", "")}}}
+				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
 			m := &Manager{Engine: f}
 			_, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1"}, tc.force)
 			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || AsError(err).Code != tc.wantCode) {
@@ -498,7 +601,7 @@ func TestCheckLimit(t *testing.T) {
 	mk := func(states ...string) []container.Summary {
 		var cs []container.Summary
 		for i, s := range states {
-			cs = append(cs, container.Summary{ID: string(rune('a' + i)), State: s})
+			cs = append(cs, sbCtr(fmt.Sprint(i), s, 0, fmt.Sprintf("u%d", i), ""))
 		}
 		return cs
 	}
@@ -581,6 +684,363 @@ func TestRunRetriesAnExecThatDidNotStart(t *testing.T) {
 	} {
 		if got := execNotStarted(tc.err); got != tc.want {
 			t.Errorf("execNotStarted(%v) = %v", tc.err, got)
+		}
+	}
+}
+
+// lookAlikeContainers are containers that look like the plugin's sandbox of
+// scope (or of its session "s") in one way or another, and are not: each
+// must be left out by OwnSandbox, so by ls, inspect, stop, rm, prune and the
+// limit. All are running, so that counting one as live would show.
+func lookAlikeContainers(scope string) []container.Summary {
+	t, ts := Target{Scope: scope}, Target{Scope: scope, Session: "s"}
+	var out []container.Summary
+	add := func(what string, f func(c *container.Summary)) {
+		c := sbCtr("lookalike-"+what, "running", 100, scope, "")
+		f(&c)
+		out = append(out, c)
+	}
+	// `docker commit` of a sandbox, then `docker run` of the image: its
+	// labels, none of its mounts; with a name of its own or the sandbox's.
+	add("committed-random-name", func(c *container.Summary) { c.Names, c.Mounts = []string{"/eager_turing"}, nil })
+	add("committed-same-name", func(c *container.Summary) { c.Mounts = nil })
+	// ... and with the image's own anonymous volumes at the sandbox's paths.
+	add("committed-anonymous-volumes", func(c *container.Summary) {
+		c.Mounts = []container.MountPoint{
+			{Type: mount.TypeVolume, Name: "0f3c9a", Destination: WorkspaceDir, RW: true},
+			{Type: mount.TypeVolume, Name: "8e1d2b", Destination: UserDir, RW: true},
+			{Type: mount.TypeVolume, Name: "77aa01", Destination: HelperDir, RW: false}}
+	})
+	// Copied labels and the right mounts, under a random name.
+	add("random-name", func(c *container.Summary) { c.Names = []string{"/my-container"} })
+	// Only a legacy link alias of that name.
+	add("link-alias", func(c *container.Summary) { c.Names = []string{"/web/" + t.ContainerName()} })
+	// The helper writable, not a helper volume, missing, or a bind mount
+	// instead of the workspace volume.
+	add("helper-rw", func(c *container.Summary) { c.Mounts[2].RW = true })
+	add("helper-not-helper", func(c *container.Summary) { c.Mounts[2].Name = "docker-sandbox-" + scope + ".user" })
+	add("no-helper", func(c *container.Summary) { c.Mounts = c.Mounts[:2] })
+	// The workspace right, /opt/user missing, another volume, read-only.
+	add("no-user", func(c *container.Summary) { c.Mounts = []container.MountPoint{c.Mounts[0], c.Mounts[2]} })
+	add("user-other-volume", func(c *container.Summary) { c.Mounts[1].Name = "docker-sandbox-" + scope + "x.user" })
+	add("user-read-only", func(c *container.Summary) { c.Mounts[1].RW = false })
+	add("workspace-read-only", func(c *container.Summary) { c.Mounts[0].RW = false })
+	add("bind-workspace", func(c *container.Summary) {
+		c.Mounts[0] = container.MountPoint{Type: mount.TypeBind, Source: "/home/u/src", Destination: WorkspaceDir, RW: true}
+	})
+	add("two-at-workspace", func(c *container.Summary) { c.Mounts = append(c.Mounts, c.Mounts[0]) })
+	// Labels that name another scope, or a session the name does not.
+	add("labels-other-scope", func(c *container.Summary) { c.Labels = sbLabels(scope+"x", "") })
+	add("labels-a-session", func(c *container.Summary) { c.Labels = sbLabels(scope, "s") })
+	// A session's name with the scope's labels and mounts; a session's name
+	// and labels with the scope's workspace.
+	add("session-name-scope-labels", func(c *container.Summary) { c.Names = []string{"/" + ts.ContainerName()} })
+	add("session-with-scope-workspace", func(c *container.Summary) {
+		c.Names, c.Labels = []string{"/" + ts.ContainerName()}, sbLabels(scope, "s")
+	})
+	// Not managed, another kind, no session label on a session.
+	add("unmanaged", func(c *container.Summary) { delete(c.Labels, LabelManaged) })
+	add("managed-yes", func(c *container.Summary) { c.Labels[LabelManaged] = "yes" })
+	add("kind-seeder", func(c *container.Summary) { c.Labels[LabelKind] = KindSeeder })
+	add("session-without-label", func(c *container.Summary) {
+		*c = sbCtr(c.ID, "running", 100, scope, "s")
+		delete(c.Labels, LabelSession)
+	})
+	// The plugin's own namespace is never a sandbox.
+	add("plugin-namespace", func(c *container.Summary) { c.Names = []string{"/docker-sandbox." + scope} })
+	return out
+}
+
+// lookAlikeVolumes look like the volumes of scope (or its session "s"), and
+// are not the plugin's.
+func lookAlikeVolumes(scope string) []*volume.Volume {
+	t, ts := Target{Scope: scope}, Target{Scope: scope, Session: "s"}
+	return []*volume.Volume{
+		{Name: t.UserVolume()}, // named like it, no labels
+		{Name: "random-" + scope, Labels: volLabels(KindUser, scope, "")},                         // copied labels, a random name
+		{Name: t.UserVolume(), Labels: volLabels(KindUser, scope+"x", "")},                        // labels of another scope
+		{Name: t.UserVolume(), Labels: volLabels(KindWorkspace, scope, "")},                       // another kind
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindUser, scope, "")},                      // another kind
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindWorkspace, scope, "t")},                // another session
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindWorkspace, scope, "")},                 // no session label
+		{Name: t.UserVolume(), Labels: volLabels(KindUser, scope, "s")},                           // a session label on a scope's
+		{Name: t.UserVolume(), Labels: map[string]string{LabelKind: KindUser, LabelScope: scope}}, // not managed
+		{Name: "docker-sandbox." + scope + ".user", Labels: volLabels(KindUser, scope, "")},       // the plugin's namespace
+	}
+}
+
+func TestOwnSandbox(t *testing.T) {
+	for _, tg := range []Target{{Scope: "u1"}, {Scope: "u1", Session: "chat"}} {
+		c := sbCtr("id", "running", 0, tg.Scope, tg.Session)
+		if got, ok := ownSandboxSummary(&c); !ok || got != tg {
+			t.Errorf("%s: the plugin's own sandbox: got %v %v", tg, got, ok)
+		}
+		ins := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "id", Name: "/" + tg.ContainerName()},
+			Config: &container.Config{Labels: c.Labels}, Mounts: c.Mounts}
+		if got, ok := OwnSandboxInspect(&ins); !ok || got != tg {
+			t.Errorf("%s: inspected: got %v %v", tg, got, ok)
+		}
+	}
+	// A link alias listed first does not hide the container's own name.
+	c := sbCtr("id", "running", 0, "u1", "")
+	c.Names = []string{"/web/x", "/docker-sandbox-u1"}
+	if got, ok := ownSandboxSummary(&c); !ok || got != (Target{Scope: "u1"}) {
+		t.Errorf("with a link alias first: got %v %v", got, ok)
+	}
+	if _, ok := ownSandboxSummary(nil); ok {
+		t.Errorf("nil")
+	}
+	if _, ok := OwnSandboxInspect(&container.InspectResponse{}); ok {
+		t.Errorf("empty inspect")
+	}
+	for _, c := range lookAlikeContainers("u1") {
+		if got, ok := ownSandboxSummary(&c); ok {
+			t.Errorf("%s: taken for the sandbox of %s", c.ID, got)
+		}
+		ins := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: c.ID, Name: primaryName(c.Names)},
+			Config: &container.Config{Labels: c.Labels}, Mounts: c.Mounts}
+		if got, ok := OwnSandboxInspect(&ins); ok {
+			t.Errorf("%s (inspected): taken for the sandbox of %s", c.ID, got)
+		}
+	}
+}
+
+func TestOwnVolume(t *testing.T) {
+	for _, tc := range []struct {
+		v    *volume.Volume
+		t    Target
+		kind string
+	}{
+		{&volume.Volume{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")}, Target{Scope: "u1"}, KindUser},
+		{&volume.Volume{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(KindWorkspace, "u1", "s")}, Target{Scope: "u1", Session: "s"}, KindWorkspace},
+	} {
+		if got, kind, ok := OwnVolume(tc.v); !ok || got != tc.t || kind != tc.kind {
+			t.Errorf("%s: got %v %q %v", tc.v.Name, got, kind, ok)
+		}
+	}
+	if _, _, ok := OwnVolume(nil); ok {
+		t.Errorf("nil")
+	}
+	for _, v := range lookAlikeVolumes("u1") {
+		if got, _, ok := OwnVolume(v); ok {
+			t.Errorf("%s %v: taken for a volume of %s", v.Name, v.Labels, got)
+		}
+	}
+}
+
+func TestOwnScopeNetwork(t *testing.T) {
+	l := map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: "u1"}
+	if s, ok := OwnScopeNetwork("docker-sandbox.net.u1", l); !ok || s != "u1" {
+		t.Errorf("own network: %q %v", s, ok)
+	}
+	for _, name := range []string{"docker-sandbox.net.u2", "docker-sandbox-net-u1", "u1", "docker-sandbox.net.", "docker-sandbox.net.u1.x"} {
+		if _, ok := OwnScopeNetwork(name, l); ok {
+			t.Errorf("%s taken for the network of u1", name)
+		}
+	}
+	for _, drop := range []string{LabelManaged, LabelKind, LabelScope} {
+		m := map[string]string{}
+		for k, v := range l {
+			if k != drop {
+				m[k] = v
+			}
+		}
+		if _, ok := OwnScopeNetwork("docker-sandbox.net.u1", m); ok {
+			t.Errorf("without %s: taken for the network of u1", drop)
+		}
+	}
+}
+
+// stop, rm and the limit act on, and count, the plugin's own sandboxes only.
+func TestRemovalAndLimitIgnoreLookAlikes(t *testing.T) {
+	t.Setenv("DOCKER_SANDBOX_TEST_RUN", "")
+	none := func(int) map[string]bool { return nil }
+	own := []container.Summary{sbCtr("own", "running", 0, "u1", ""), sbCtr("own-s", "running", 0, "u1", "s")}
+	list := append(append([]container.Summary{}, own...), lookAlikeContainers("u1")...)
+	for _, tc := range []struct {
+		target Target
+		exact  bool
+		want   []string
+	}{
+		{Target{Scope: "u1"}, false, []string{"own", "own-s"}},
+		{Target{Scope: "u1"}, true, []string{"own"}},
+		{Target{Scope: "u1", Session: "s"}, false, []string{"own-s"}},
+		{Target{Scope: "u2"}, false, nil},
+	} {
+		f := &lcFake{running: true, execsAt: none, list: list}
+		m := &Manager{Engine: f}
+		ids, err := m.containersOf(context.Background(), tc.target, tc.exact)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(tc.want, ids); d != "" {
+			t.Errorf("%s exact=%v (-want +got):\n%s", tc.target, tc.exact, d)
+		}
+	}
+	f := &lcFake{list: list}
+	m := &Manager{Engine: f, MaxSandboxes: 3}
+	if n, err := m.CountLive(context.Background(), nil); err != nil || n != 2 {
+		t.Errorf("CountLive: %d %v, want the 2 own sandboxes", n, err)
+	}
+	if err := m.checkLimit(context.Background()); err != nil {
+		t.Errorf("look-alikes count against the limit: %v", err)
+	}
+	// rm removes the own volumes of the target only.
+	f = &lcFake{running: true, execsAt: none, list: own, vols: append([]*volume.Volume{
+		{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")},
+		{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(KindWorkspace, "u1", "s")},
+		{Name: "docker-sandbox-u1.t.ws", Labels: volLabels(KindWorkspace, "u1", "t")},
+		{Name: "docker-sandbox-u12.user", Labels: volLabels(KindUser, "u12", "")},
+	}, lookAlikeVolumes("u1")...)}
+	m = &Manager{Engine: f}
+	if _, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1", Session: "s"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"docker-sandbox-u1.s.ws"}, f.volRemoved); d != "" {
+		t.Errorf("rm u1/s removed volumes (-want +got):\n%s", d)
+	}
+	f.volRemoved = nil
+	if _, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"docker-sandbox-u1.s.ws", "docker-sandbox-u1.t.ws", "docker-sandbox-u1.user"}, f.volRemoved); d != "" {
+		t.Errorf("rm u1 removed volumes (-want +got):\n%s", d)
+	}
+}
+
+// netFake answers the network calls of RemoveScopeNetwork.
+type netFake struct {
+	lifecycleEngine
+	nets    map[string]network.Inspect
+	calls   []string
+	rmErr   error
+	inspErr error
+}
+
+func (f *netFake) NetworkInspect(ctx context.Context, name string, _ network.InspectOptions) (network.Inspect, error) {
+	if f.inspErr != nil {
+		return network.Inspect{}, f.inspErr
+	}
+	n, ok := f.nets[name]
+	if !ok {
+		return n, cerrdefs.ErrNotFound.WithMessage("network " + name + " not found")
+	}
+	return n, nil
+}
+
+func (f *netFake) NetworkDisconnect(ctx context.Context, id, ctr string, force bool) error {
+	f.calls = append(f.calls, "disconnect "+ctr)
+	return nil
+}
+
+func (f *netFake) NetworkRemove(ctx context.Context, id string) error {
+	f.calls = append(f.calls, "remove "+id)
+	return f.rmErr
+}
+
+func (f *netFake) NetworkList(ctx context.Context, o network.ListOptions) ([]network.Summary, error) {
+	var out []network.Summary
+	for _, n := range f.nets {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func TestRemoveScopeNetwork(t *testing.T) {
+	own := func(scope string, ctrs ...string) network.Inspect {
+		n := network.Inspect{ID: "id-" + scope, Name: scopeNetPrefix + scope, Containers: map[string]network.EndpointResource{},
+			Labels: map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: scope}}
+		for _, c := range ctrs {
+			n.Containers["cid-"+c] = network.EndpointResource{Name: c}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name      string
+		net       *network.Inspect
+		rmErr     error
+		wantOK    bool
+		wantCode  string
+		wantCalls []string
+	}{
+		{name: "no network"},
+		{name: "unused", net: ptr(own("u1")), wantOK: true, wantCalls: []string{"remove id-u1"}},
+		{name: "the sidecar on it", net: ptr(own("u1", ownSidecarName)), wantOK: true,
+			wantCalls: []string{"disconnect cid-" + ownSidecarName, "remove id-u1"}},
+		{name: "a container on it", net: ptr(own("u1", ownSidecarName, "docker-sandbox-u1")), wantCode: CodeScopeBusy},
+		{name: "in use again", net: ptr(own("u1")), rmErr: errors.New("error while removing network: network has active endpoints"),
+			wantCode: CodeScopeBusy, wantCalls: []string{"remove id-u1"}},
+		{name: "gone meanwhile", net: ptr(own("u1")), rmErr: cerrdefs.ErrNotFound.WithMessage("no such network"), wantCalls: []string{"remove id-u1"}},
+		{name: "a user's network of that name", net: func() *network.Inspect { n := own("u1"); n.Labels = nil; return &n }()},
+		{name: "labels of another scope", net: func() *network.Inspect { n := own("u1"); n.Labels[LabelScope] = "u2"; return &n }()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &netFake{nets: map[string]network.Inspect{}, rmErr: tc.rmErr}
+			if tc.net != nil {
+				f.nets[scopeNetPrefix+"u1"] = *tc.net
+			}
+			ok, err := (&Manager{Engine: f}).RemoveScopeNetwork(context.Background(), "u1")
+			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || AsError(err).Code != tc.wantCode) {
+				t.Fatalf("want code %q, got %v", tc.wantCode, err)
+			}
+			if ok != tc.wantOK {
+				t.Errorf("removed %v, want %v", ok, tc.wantOK)
+			}
+			if d := cmp.Diff(tc.wantCalls, f.calls); d != "" {
+				t.Errorf("calls (-want +got):\n%s", d)
+			}
+		})
+	}
+	f := &netFake{nets: map[string]network.Inspect{"a": own("b"), "c": own("a"), "d": {Name: "users", Labels: own("x").Labels}}}
+	scopes, err := (&Manager{Engine: f}).ScopeNetworkScopes(context.Background(), nil)
+	if err != nil || !cmp.Equal(scopes, []string{"a", "b"}) {
+		t.Errorf("ScopeNetworkScopes: %v %v", scopes, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// lcLoseCreate is the fake engine of run_test.go in which another call wins
+// the race to create the sandbox, deterministically: the moment this call's
+// create of the sandbox reaches the engine, the winner's container appears
+// (created, not started yet) and this create is refused as a name conflict.
+type lcLoseCreate struct {
+	*fakeEngine
+	lost bool
+}
+
+func (l *lcLoseCreate) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error) {
+	if name == "" || l.lost {
+		return l.fakeEngine.ContainerCreate(ctx, cfg, hc, nc, p, name)
+	}
+	l.lost = true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, "Create lost")
+	l.containers[name] = &container.Config{}
+	return container.CreateResponse{}, cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/` + name + `" is already in use`)
+}
+
+func TestLaterUse(t *testing.T) {
+	now := time.Unix(10_000, 0).UTC()
+	at := func(d time.Duration) *time.Time { v := now.Add(d); return &v }
+	for _, tc := range []struct {
+		name  string
+		known *time.Time
+		hs    *HelperStatus
+		want  *time.Time
+	}{
+		{"no helper", at(-time.Hour), nil, at(-time.Hour)},
+		{"later", at(-time.Hour), &HelperStatus{IdleSince: at(-time.Minute)}, at(-time.Minute)},
+		{"nothing known", nil, &HelperStatus{IdleSince: at(-time.Minute)}, at(-time.Minute)},
+		{"earlier", at(-time.Minute), &HelperStatus{IdleSince: at(-time.Hour)}, at(-time.Minute)},
+		{"busy", at(-time.Hour), &HelperStatus{IdleSince: at(-time.Minute), Busy: true}, at(-time.Hour)},
+		{"now", at(-time.Hour), &HelperStatus{IdleSince: at(0)}, at(0)},
+		{"a planted future time", at(-time.Hour), &HelperStatus{IdleSince: at(time.Second)}, at(-time.Hour)},
+		{"far future, nothing known", nil, &HelperStatus{IdleSince: at(1000 * time.Hour)}, nil},
+	} {
+		if got := laterUse(tc.known, tc.hs, now); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -73,26 +73,18 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t Target, force bool) (bool
 		return false, err
 	}
 	found := len(ids) > 0
+	// The target's own volumes (OwnVolume): a scope's, its long-term volume
+	// and every session's workspace; a session's, its workspace. A volume
+	// named like one of them without the plugin's labels is not touched.
+	vs, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: scopeFilter(t, "")})
+	if err != nil {
+		return found, EngineError(err, "cannot list the volumes of "+t.String())
+	}
 	vols := map[string]bool{}
-	if t.Session == "" {
-		vs, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: scopeFilter(t, "")})
-		if err != nil {
-			return found, EngineError(err, "cannot list the volumes of "+t.String())
-		}
-		for _, v := range vs.Volumes {
-			if k := v.Labels[LabelKind]; k == KindUser || k == KindWorkspace {
-				vols[v.Name] = true
-			}
-		}
-	} else {
-		vs, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: scopeFilter(t, KindWorkspace)})
-		if err != nil {
-			return found, EngineError(err, "cannot list the volumes of "+t.String())
-		}
-		for _, v := range vs.Volumes {
-			if v.Name == t.WorkspaceVolume() {
-				vols[v.Name] = true
-			}
+	for _, v := range vs.Volumes {
+		vt, _, ok := OwnVolume(v)
+		if ok && vt.Scope == t.Scope && (t.Session == "" || vt == t) {
+			vols[v.Name] = true
 		}
 	}
 	for _, v := range sortedKeys(vols) {
@@ -111,17 +103,20 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t Target, force bool) (bool
 	return found, nil
 }
 
-// containersOf lists the IDs of the plugin's sandbox containers of a target
-// (a scope: its own and every session's, unless exact).
+// containersOf lists the IDs of the plugin's own sandbox containers of a
+// target (OwnSandbox; a scope: its own and every session's, unless exact).
+// A look-alike (a container run from a committed sandbox image, copied
+// labels, a sandbox's name without its mounts) is never among them.
 func (m *Manager) containersOf(ctx context.Context, t Target, exact bool) ([]string, error) {
 	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: scopeFilter(t, KindSandbox)})
 	if err != nil {
 		return nil, EngineError(err, "cannot list the sandboxes of "+t.String())
 	}
 	var ids []string
-	for _, c := range cs {
-		if c.Labels[LabelScope] == t.Scope && (t.Session == "" && !exact || c.Labels[LabelSession] == t.Session) {
-			ids = append(ids, c.ID)
+	for i := range cs {
+		ct, ok := ownSandboxSummary(&cs[i])
+		if ok && ct.Scope == t.Scope && (t.Session == "" && !exact || ct.Session == t.Session) {
+			ids = append(ids, cs[i].ID)
 		}
 	}
 	return ids, nil

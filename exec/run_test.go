@@ -394,23 +394,35 @@ func TestRunExecStartRefused(t *testing.T) {
 func TestRunLosesCreateRace(t *testing.T) {
 	f := newFake()
 	f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) { return "ok", "", wire.RunStatus{} }
-	// Another call creates the container between our exec create and create.
-	f.createErr = cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/docker-sandbox-u1.s" is already in use`)
-	f.containers["other"] = nil
-	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
-	go func() {
-		// The winner's container appears, not yet started, then starts.
-		f.mu.Lock()
-		f.containers["docker-sandbox-u1.s"] = &container.Config{}
-		f.mu.Unlock()
-	}()
+	// Another call creates the container between our exec create and our
+	// create: the fake engine makes the winner's container appear (created,
+	// not started) exactly when our create arrives, and refuses it.
+	e := &lcLoseCreate{fakeEngine: f}
+	m := &Manager{Engine: e, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
 	var out strings.Builder
 	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.String() != "ok" {
+	if out.String() != "ok" || res.Created {
 		t.Fatalf("out %q res %+v calls %v", out.String(), res, f.calls)
+	}
+	// The branch was taken: our create lost, no second create was tried,
+	// and the program ran in the winner's container, which this call
+	// started (it was not running yet).
+	lost, creates, startAfter := -1, 0, false
+	for i, c := range f.calls {
+		switch {
+		case c == "Create lost":
+			lost = i
+		case c == "Create":
+			creates++
+		case c == "Start" && lost >= 0:
+			startAfter = true
+		}
+	}
+	if lost < 0 || creates != 0 || !startAfter || f.calls[len(f.calls)-1] != "ExecAttach" || !f.running["docker-sandbox-u1.s"] {
+		t.Fatalf("calls %v: want our create lost, no other create, the winner's container started, then the exec", f.calls)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -28,7 +29,10 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 )
@@ -69,6 +73,12 @@ func lcSweep(t *testing.T, id string) {
 	}
 	ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	for _, n := range ns {
+		// Another suite's egress sidecar may have joined a scope network.
+		if ni, err := cli.NetworkInspect(ctx, n.ID, network.InspectOptions{}); err == nil {
+			for id := range ni.Containers {
+				_ = cli.NetworkDisconnect(ctx, n.ID, id, true)
+			}
+		}
 		_ = cli.NetworkRemove(ctx, n.ID)
 	}
 }
@@ -598,10 +608,12 @@ func (r lcPruneReport) names() map[string]bool {
 	return out
 }
 
-// TestLifecyclePrune: prune removes expired containers, orphans and old data,
-// and nothing without the plugin's labels: not a user's container, volume
-// or network (even with look-alike labels), nor a container the user
-// started from the runtime image (which inherits the image's labels).
+// TestLifecyclePrune: prune removes expired containers, orphans (made here
+// as the plugin makes them) and old data, and nothing that is not the
+// plugin's own: not a user's container, volume or network, not one with
+// the plugin's labels alone (a seeder's, a sandbox's, a scope network's),
+// nor a container the user started from the runtime image (which inherits
+// the image's labels).
 func TestLifecyclePrune(t *testing.T) {
 	needE2E(t)
 	needBusybox(t)
@@ -658,19 +670,46 @@ func TestLifecyclePrune(t *testing.T) {
 	if c, err := cli.ContainerInspect(ctx, fromImage); err != nil || c.Config.Labels["com.docker.sandbox.image-kind"] != "runtime" {
 		t.Fatalf("a container of the runtime image should inherit its labels (the case this test guards): %v %v", err, c.Config)
 	}
-	// The plugin's orphans, as interrupted calls leave them.
-	orphanNet, err := cli.NetworkCreate(ctx, "lc-orphan-net-"+rid, network.CreateOptions{Internal: true,
-		Labels: with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "network", "com.docker.sandbox.scope": ghost})})
+	// Look-alikes of the plugin's orphans: the labels alone.
+	fakeNet, err := cli.NetworkCreate(ctx, "lc-user-fake-net-"+rid, network.CreateOptions{Internal: true,
+		Labels: with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "egress-network", "com.docker.sandbox.scope": ghost})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeder := mkContainer("lc-orphan-seeder-"+rid, busybox, []string{"true"},
+	fakeSeeder := mkContainer("lc-user-fake-seeder-"+rid, busybox, []string{"true"},
 		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "seeder"}), false)
-	expired := mkContainer("lc-expired-"+rid, busybox, []string{"true"},
+	fakeExpired := mkContainer("lc-user-fake-expired-"+rid, busybox, []string{"true"},
 		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "sandbox",
 			"com.docker.sandbox.scope": ghost, "com.docker.sandbox.session": ""}), true)
+	// The plugin's orphans, as interrupted calls leave them, made here as
+	// the plugin makes them (names, labels, mounts).
+	helperVol := ""
+	for _, mp := range inspectSandbox(t, live, "").Mounts {
+		if mp.Destination == "/opt/sandbox" {
+			helperVol = mp.Name
+		}
+	}
+	ghostVol := "docker-sandbox-" + ghost + ".user"
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: ghostVol, Labels: with(map[string]string{
+		"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "user", "com.docker.sandbox.scope": ghost})}); err != nil {
+		t.Fatal(err)
+	}
+	orphanNetName := "docker-sandbox.net." + ghost
+	orphanNet := lcMkNet(t, orphanNetName, with(map[string]string{"com.docker.sandbox.managed": "true",
+		"com.docker.sandbox.kind": "egress-network", "com.docker.sandbox.scope": ghost}))
+	seeder := lcMkContainer(t, "", busybox, []string{"/opt/sandbox/sandbox-helper"},
+		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "seeder"}),
+		[]mount.Mount{{Type: mount.TypeVolume, Source: ghostVol, Target: "/opt/user"}, {Type: mount.TypeVolume, Source: helperVol, Target: "/opt/sandbox"}}, false)
+	seederName := ""
+	if ci, err := cli.ContainerInspect(ctx, seeder); err == nil {
+		seederName = strings.TrimPrefix(ci.Name, "/")
+	}
+	expired := lcMkContainer(t, "docker-sandbox-"+ghost, busybox, []string{"true"},
+		with(map[string]string{"com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "sandbox",
+			"com.docker.sandbox.scope": ghost, "com.docker.sandbox.session": ""}),
+		lcSandboxMounts(ghostVol, ghostVol, helperVol), true)
 	poll(t, 20*time.Second, func() error {
-		for _, id := range []string{expired, userExited} {
+		for _, id := range []string{expired, userExited, fakeExpired} {
 			if c, err := cli.ContainerInspect(ctx, id); err != nil || c.State.Running {
 				return fmt.Errorf("%s still running", id)
 			}
@@ -683,10 +722,13 @@ func TestLifecyclePrune(t *testing.T) {
 	}
 	survivors := func(t *testing.T) {
 		t.Helper()
-		for _, id := range []string{userCtr, userExited, fromImage} {
+		for _, id := range []string{userCtr, userExited, fromImage, fakeSeeder, fakeExpired} {
 			if _, err := cli.ContainerInspect(ctx, id); err != nil {
 				t.Errorf("prune removed a container that is not the plugin's: %s: %v", id, err)
 			}
+		}
+		if _, err := cli.NetworkInspect(ctx, fakeNet.ID, network.InspectOptions{}); err != nil {
+			t.Errorf("prune removed a network with the plugin's labels only: %v", err)
 		}
 		if c, err := cli.ContainerInspect(ctx, userCtr); err != nil || !c.State.Running {
 			t.Errorf("prune stopped the user's container")
@@ -712,7 +754,7 @@ func TestLifecyclePrune(t *testing.T) {
 	t.Run("dry run", func(t *testing.T) {
 		rep := lcDecodePrune(t, prune("--dry-run", "--format", "json"))
 		n := rep.names()
-		if !rep.DryRun || !n["network lc-orphan-net-"+rid] || !n["container lc-orphan-seeder-"+rid] || !n["container lc-expired-"+rid] {
+		if !rep.DryRun || !n["network "+orphanNetName] || !n["container "+seederName] || !n["container docker-sandbox-"+ghost] {
 			t.Errorf("dry run should list the orphans: %+v", rep.Objects)
 		}
 		for _, it := range rep.Objects {
@@ -741,8 +783,8 @@ func TestLifecyclePrune(t *testing.T) {
 	t.Run("prune", func(t *testing.T) {
 		rep := lcDecodePrune(t, sbRun(t, run{args: []string{"prune", "--filter", lcFilter(rid), "-f", "--older-than", "0s", "--format", "json"}, env: env}))
 		n := rep.names()
-		for _, want := range []string{"network lc-orphan-net-" + rid, "container lc-orphan-seeder-" + rid, "container lc-expired-" + rid,
-			"volume docker-sandbox-" + old + ".user"} {
+		for _, want := range []string{"network " + orphanNetName, "container " + seederName, "container docker-sandbox-" + ghost,
+			"volume docker-sandbox-" + old + ".user", "volume " + ghostVol} {
 			if !n[want] {
 				t.Errorf("prune did not remove %s: %+v", want, rep.Objects)
 			}
@@ -760,7 +802,7 @@ func TestLifecyclePrune(t *testing.T) {
 				t.Errorf("container %s survived prune", id)
 			}
 		}
-		if _, err := cli.NetworkInspect(ctx, orphanNet.ID, network.InspectOptions{}); err == nil {
+		if _, err := cli.NetworkInspect(ctx, orphanNet, network.InspectOptions{}); err == nil {
 			t.Errorf("the orphaned network survived prune")
 		}
 		if lcVolumeExists(t, "docker-sandbox-"+old+".user") {
@@ -1079,80 +1121,171 @@ func lcSetup(t *testing.T, runID string, calls [][]string) {
 	}
 }
 
-// TestLifecycleRace: two rm and one exec at the same moment on one scope: no
-// error but scope_busy or not_found, and no object left but a whole sandbox
-// (when the exec ran last).
+// TestLifecycleRace: rm and exec on one scope, starting together (even
+// rounds) or the exec once the rm's drain runs in the container (odd
+// rounds, on the engine's exec_start event), then a second rm while the
+// exec's program is known to run (it waits for a line on its standard
+// input, which the test sends only after that rm ended). The log says which
+// interleaving each round hit.
+// Every call's outcome is one of the allowed ones and consistent with what
+// is left:
+//   - the exec always succeeds, in the old sandbox or a new one;
+//   - the second rm is refused with scope_busy (a program runs), and
+//     removes nothing;
+//   - the first rm removes the sandbox (before the exec found it, or after
+//     it ended) or is refused with scope_busy; never not_found (the sandbox
+//     existed and nothing else removes it);
+//   - what is left is a whole sandbox with the exec's data, or nothing;
+//     nothing only if the first rm succeeded; and the engine's view by name
+//     agrees with the plugin's labels (no unlabelled volume, no stray
+//     object).
 func TestLifecycleRace(t *testing.T) {
 	needE2E(t)
 	rid := lcRunID(t)
 	dir := t.TempDir()
 	env := lcEnv(rid)
-	for round := 0; round < 3; round++ {
+	outcomes := map[string]int{}
+	cli := engine(t)
+	for round := 0; round < 4; round++ {
 		s := newScope(t)
 		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
-		calls := [][]string{
-			{"rm", "--format", "json", s},
-			{"exec", "-s", s, "--format", "json", "-c", "sleep 0.3; echo ran > f; echo ran"},
-			{"rm", "--format", "json", s},
+		before := inspectSandbox(t, s, "").ID
+		// The exec: prints "started", waits for a line on stdin, writes.
+		ex := osexec.Command(pluginBin, "exec", "-s", s, "--timeout", "90s", "-c", "echo started; read go; echo ran > f; echo ran")
+		ex.Env = append(os.Environ(), env...)
+		ex.Dir = dir
+		exIn, _ := ex.StdinPipe()
+		exOut, _ := ex.StdoutPipe()
+		var exErr bytes.Buffer
+		ex.Stderr = &exErr
+		var (
+			rmA    result
+			rmAErr error
+			wg     sync.WaitGroup
+		)
+		// Even rounds: rm and exec start together. Odd rounds: the exec
+		// starts once the rm's drain runs in the container (an engine
+		// event), so that it lands while the rm claims and removes.
+		evCtx, evCancel := context.WithTimeout(context.Background(), time.Minute)
+		var evs <-chan events.Message
+		if round%2 == 1 {
+			evs, _ = cli.Events(evCtx, events.ListOptions{Since: fmt.Sprint(time.Now().Add(-time.Second).Unix()), Filters: filters.NewArgs(
+				filters.Arg("type", "container"), filters.Arg("event", "exec_start"), filters.Arg("container", "docker-sandbox-"+s))})
 		}
-		results := make([]result, len(calls))
-		errs := make([]error, len(calls))
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i, args := range calls {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				if i == 2 {
-					time.Sleep(150 * time.Millisecond) // the second rm lands while the exec runs
+		rmADone := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(rmADone)
+			rmA, rmAErr = lcConcurrent(dir, env, "--standalone", "rm", "--format", "json", s)
+		}()
+		how := "together"
+		if round%2 == 1 {
+			how = "the rm ended before its drain was seen"
+		wait:
+			for {
+				select {
+				case msg := <-evs:
+					if strings.Contains(string(msg.Action), "drain") {
+						how = "during the rm's drain"
+						break wait
+					}
+				case <-rmADone:
+					break wait
+				case <-evCtx.Done():
+					break wait
 				}
-				results[i], errs[i] = lcConcurrent(dir, env, args...)
-			}()
+			}
 		}
-		close(start)
+		evCancel()
+		if err := ex.Start(); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(exOut)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "started\n" {
+			_ = ex.Process.Kill()
+			_ = ex.Wait() // then its stderr is complete
+			wg.Wait()
+			t.Fatalf("round %d: the exec's program did not start: %q %v\n%s", round, line, err, exErr.String())
+		}
+		// The program runs: a second rm must be refused.
+		rmB, err := lcConcurrent(dir, env, "--standalone", "rm", "--format", "json", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(exIn, "go\n")
+		_ = exIn.Close()
+		rest, _ := io.ReadAll(br)
+		exCode := 0
+		if err := ex.Wait(); err != nil {
+			var ee *osexec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			exCode = ee.ExitCode()
+		}
 		wg.Wait()
-		for i, r := range results {
-			if errs[i] != nil {
-				t.Fatalf("round %d call %d: %v", round, i, errs[i])
-			}
-			if r.Code == 0 {
-				continue
-			}
-			code := ""
-			if calls[i][0] == "rm" {
-				var res []lcTargetResult
-				if json.Unmarshal([]byte(r.Stdout), &res) == nil && len(res) == 1 && res[0].Error != nil {
-					code = res[0].Error.Code
-				}
-			} else {
-				var e errJSON
-				_ = json.Unmarshal([]byte(r.Stdout), &e)
-				code = e.Error.Code
-			}
-			if code != "scope_busy" && code != "not_found" {
-				t.Errorf("round %d: %v: want success, scope_busy or not_found, got:\n%s", round, calls[i], r)
-			}
+		if rmAErr != nil {
+			t.Fatal(rmAErr)
 		}
-		// What is left is either nothing or one whole sandbox with the exec's data.
+		outcome := func(r result) string {
+			res := lcTargets(t, r)
+			x, ok := res[s]
+			switch {
+			case !ok || len(res) != 1:
+				return "bad output"
+			case x.Removed && x.Error == nil && r.Code == 0:
+				return "removed"
+			case !x.Removed && x.Error != nil && r.Code == 125:
+				return x.Error.Code
+			}
+			return "inconsistent"
+		}
+		a, b := outcome(rmA), outcome(rmB)
+		if exCode != 0 || string(rest) != "ran\n" {
+			t.Errorf("round %d: the exec: exit %d, stdout %q after started, stderr %s", round, exCode, rest, exErr.String())
+		}
+		if b != "scope_busy" {
+			t.Errorf("round %d: the rm while the program ran: %s, want scope_busy:\n%s", round, b, rmB)
+		}
+		if a != "removed" && a != "scope_busy" {
+			t.Errorf("round %d: the rm racing the exec: %s, want removed or scope_busy:\n%s", round, a, rmA)
+		}
+		// What is left, by the plugin's labels and by name.
 		c, v := objects(t, s)
-		t.Logf("round %d: rm exit %d, exec exit %d, rm exit %d; left %d containers, %d volumes",
-			round, results[0].Code, results[1].Code, results[2].Code, c, v)
+		byName := lcContainerExists(t, "docker-sandbox-"+s) && lcVolumeExists(t, "docker-sandbox-"+s+".user")
+		noneByName := !lcContainerExists(t, "docker-sandbox-"+s) && !lcVolumeExists(t, "docker-sandbox-"+s+".user")
+		left := ""
 		switch {
-		case c == 0 && v == 0:
-		case c == 1 && v == 1:
-			if results[1].Code != 0 {
-				t.Errorf("round %d: a sandbox is left but the exec failed", round)
+		case c == 0 && v == 0 && noneByName:
+			left = "nothing"
+			if a != "removed" {
+				t.Errorf("round %d: nothing is left, but no rm removed it (rm %s, rm %s)", round, a, b)
+			}
+		case c == 1 && v == 1 && byName:
+			left = "the old sandbox"
+			if inspectSandbox(t, s, "").ID != before {
+				left = "a new sandbox"
+				if a != "removed" && a != "scope_busy" {
+					t.Errorf("round %d: the sandbox was re-created, but the rm says %s", round, a)
+				}
+			} else if a == "removed" {
+				t.Errorf("round %d: the rm says it removed the sandbox, and the old one is still there", round)
 			}
 			wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "cat f"), "ran\n")
 		default:
-			t.Errorf("round %d: %d containers and %d volumes left", round, c, v)
+			t.Errorf("round %d: left %d containers and %d volumes with the plugin's labels; by name: container %v, volume %v",
+				round, c, v, lcContainerExists(t, "docker-sandbox-"+s), lcVolumeExists(t, "docker-sandbox-"+s+".user"))
 		}
+		outcomes["exec "+how+": rm "+a+", left "+left]++
+		t.Logf("round %d: exec %s; racing rm %s, rm while running %s, exec exit %d; left %s", round, how, a, b, exCode, left)
 		wantCode(t, lcSb(t, rid, "rm", "-f", s), 0)
 		if c, v := objects(t, s); c != 0 || v != 0 {
 			t.Errorf("round %d: rm -f left %d containers and %d volumes", round, c, v)
 		}
 	}
+	t.Logf("interleavings seen: %v", outcomes)
 	// No seeder, probe or other object of the run is left.
 	f := filters.NewArgs(filters.Arg("label", lcTestRunLabel+"="+rid))
 	cs, _ := engine(t).ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
@@ -1269,5 +1402,479 @@ func TestLifecycleLoad(t *testing.T) {
 	}
 	if len(extra) > 0 || len(cs) != 4 || nv != 4 {
 		t.Errorf("after the load: %d containers, %d volumes; unexpected: %v", len(cs), nv, extra)
+	}
+}
+
+// lcMkContainer creates (and with start, starts) a container with the
+// engine's API, as a user would, under the test run's label when labels
+// are given.
+func lcMkContainer(t *testing.T, name, image string, entrypoint []string, labels map[string]string, mounts []mount.Mount, start bool) string {
+	t.Helper()
+	ctx := context.Background()
+	cli := engine(t)
+	resp, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Entrypoint: entrypoint, Labels: labels},
+		&container.HostConfig{NetworkMode: "none", Mounts: mounts}, nil, nil, name)
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true}) })
+	if start {
+		if err := cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+	}
+	return resp.ID
+}
+
+// lcLabels copies labels and sets more.
+func lcLabels(base map[string]string, kv ...string) map[string]string {
+	l := map[string]string{}
+	for k, v := range base {
+		l[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[kv[i]] = kv[i+1]
+	}
+	return l
+}
+
+// lcSandboxMounts are the mounts a sandbox container of target has (volumes
+// named as the plugin names them, the helper volume of an existing sandbox).
+func lcSandboxMounts(ws, user, helper string) []mount.Mount {
+	return []mount.Mount{
+		{Type: mount.TypeVolume, Source: ws, Target: "/opt/workspace"},
+		{Type: mount.TypeVolume, Source: user, Target: "/opt/user"},
+		{Type: mount.TypeVolume, Source: helper, Target: "/opt/sandbox", ReadOnly: true},
+	}
+}
+
+// lcTargets decodes stop/rm --format json.
+func lcTargets(t *testing.T, r result) map[string]lcTargetResult {
+	t.Helper()
+	var res []lcTargetResult
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("stop/rm --format json: %v\n%s", err, r)
+	}
+	out := map[string]lcTargetResult{}
+	for _, x := range res {
+		out[x.Target] = x
+	}
+	return out
+}
+
+// lcErrCode is the error code of the single target of stop/rm --format json.
+func lcErrCode(t *testing.T, r result) string {
+	t.Helper()
+	res := lcTargets(t, r)
+	if len(res) != 1 {
+		t.Fatalf("want one target: %s", r)
+	}
+	for _, x := range res {
+		if x.Error != nil {
+			return x.Error.Code
+		}
+	}
+	return ""
+}
+
+// TestLifecycleLookAlikes: containers and volumes that look like a
+// sandbox's but are not the plugin's are not listed, inspected, stopped,
+// removed, pruned, counted against the limit or shelled into, and still
+// exist afterwards: a container run from a committed sandbox image (with
+// the sandbox's name after the original is gone, and with a name of its
+// own), a user's container with copied labels and the sandbox's very mounts
+// under a random name, a container named like a sandbox without its mounts,
+// one whose labels (and mounts) name another scope than its name, and
+// volumes named like a scope's without its labels or with another's.
+func TestLifecycleLookAlikes(t *testing.T) {
+	needE2E(t)
+	ctx := context.Background()
+	cli := engine(t)
+	rid := lcRunID(t)
+	s, c := newScope(t), newScope(t)
+	l, m, v, w, n := newScope(t), newScope(t), newScope(t), newScope(t), newScope(t)
+	lcSetup(t, rid, [][]string{{"exec", "-s", s, "-c", "echo s > f; echo ok"}, {"exec", "-s", c, "-c", "echo c > f; echo ok"}})
+	real := inspectSandbox(t, s, "")
+	rtImage := real.Config.Image
+	helperVol := ""
+	for _, mp := range real.Mounts {
+		if mp.Destination == "/opt/sandbox" {
+			helperVol = mp.Name
+		}
+	}
+	if helperVol == "" {
+		t.Fatalf("the sandbox has no helper mount: %+v", real.Mounts)
+	}
+	// docker commit of c's sandbox: the image carries all its labels.
+	img := strings.ToLower("lc-committed-" + rid)
+	if _, err := cli.ContainerCommit(ctx, inspectSandbox(t, c, "").ID, container.CommitOptions{Reference: img}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ImageRemove(context.Background(), img, image.RemoveOptions{Force: true, PruneChildren: true})
+	})
+	wantStdout(t, lcSb(t, rid, "stop", c), c+"\n")
+	sleep := []string{"sleep", "600"}
+	// After the original is gone: the same name, and a name of its own
+	// (inherited labels: none given here).
+	committedSame := lcMkContainer(t, "docker-sandbox-"+c, img, sleep, nil, nil, true)
+	committedOwn := lcMkContainer(t, "lc-committed-"+rid, img, []string{"true"}, nil, nil, true)
+	if ci, err := cli.ContainerInspect(ctx, committedSame); err != nil || ci.Config.Labels["com.docker.sandbox.scope"] != c ||
+		ci.Config.Labels["com.docker.sandbox.managed"] != "true" || ci.Config.Labels[lcTestRunLabel] != rid {
+		t.Fatalf("a container of the committed image should carry the sandbox's labels (the case this test guards): %v %+v", err, ci.Config)
+	}
+	// Copied labels and the sandbox's own mounts, a random name.
+	copied := lcMkContainer(t, "lc-copied-"+rid, rtImage, sleep, real.Config.Labels,
+		lcSandboxMounts("docker-sandbox-"+s+".user", "docker-sandbox-"+s+".user", helperVol), true)
+	// A sandbox's name and labels, without its mounts (exited: prune removes
+	// the plugin's exited sandboxes).
+	noMounts := lcMkContainer(t, "docker-sandbox-"+l, rtImage, []string{"true"},
+		lcLabels(real.Config.Labels, "com.docker.sandbox.scope", l), nil, true)
+	// Named for m, labels and mounts of s.
+	otherScope := lcMkContainer(t, "docker-sandbox-"+m, rtImage, sleep, real.Config.Labels,
+		lcSandboxMounts("docker-sandbox-"+s+".user", "docker-sandbox-"+s+".user", helperVol), true)
+	containers := map[string]string{"committed, same name": committedSame, "committed, own name": committedOwn,
+		"copied labels and mounts": copied, "sandbox name, no mounts": noMounts, "labels of another scope": otherScope}
+	running := []string{committedSame, copied, otherScope}
+	mkVol := func(name string, labels map[string]string) string {
+		t.Helper()
+		if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	volLabels := func(scope string) map[string]string {
+		return map[string]string{lcTestRunLabel: rid, "com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "user", "com.docker.sandbox.scope": scope}
+	}
+	vols := []string{
+		mkVol("docker-sandbox-"+v+".user", map[string]string{lcTestRunLabel: rid}), // a scope's name, no labels
+		mkVol("docker-sandbox-"+w+".user", volLabels(v)),                           // w's name, v's labels
+		mkVol("lc-vol-"+rid, volLabels(v)),                                         // v's labels, a random name
+	}
+	poll(t, 20*time.Second, func() error {
+		for _, id := range []string{committedOwn, noMounts} {
+			if ci, err := cli.ContainerInspect(ctx, id); err != nil || ci.State.Running {
+				return fmt.Errorf("%s still running", id)
+			}
+		}
+		return nil
+	})
+	allThere := func(t *testing.T, when string) {
+		t.Helper()
+		for what, id := range containers {
+			if !lcContainerExists(t, id) {
+				t.Errorf("%s: the look-alike %q was removed", when, what)
+			}
+		}
+		for _, id := range running {
+			if ci, err := cli.ContainerInspect(ctx, id); err == nil && !ci.State.Running {
+				t.Errorf("%s: the look-alike %s was stopped", when, ci.Name)
+			}
+		}
+		for _, name := range vols {
+			if !lcVolumeExists(t, name) {
+				t.Errorf("%s: the look-alike volume %s was removed", when, name)
+			}
+		}
+	}
+
+	t.Run("ls", func(t *testing.T) {
+		rows := lcListJSON(t, lcSb(t, rid, "ls", "-a", "--filter", lcFilter(rid), "--format", "json"))
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.Scope+"/"+r.Session+" "+r.State+" "+r.Container)
+		}
+		want := []string{s + "/ idle " + real.ID[:12], c + "/ expired-with-data "}
+		if len(got) != 2 || !(got[0] == want[0] && got[1] == want[1] || got[0] == want[1] && got[1] == want[0]) {
+			t.Errorf("ls -a: got %q, want only %q", got, want)
+		}
+	})
+	t.Run("inspect", func(t *testing.T) {
+		r := lcSb(t, rid, "inspect", c)
+		wantCode(t, r, 0)
+		var ds []struct {
+			State     string            `json:"state"`
+			Container string            `json:"container"`
+			Mounts    []json.RawMessage `json:"mounts"`
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &ds); err != nil || len(ds) != 1 || ds[0].State != "expired-with-data" ||
+			ds[0].Container != "" || len(ds[0].Mounts) != 0 {
+			t.Errorf("inspect %s showed the look-alike: %v\n%s", c, err, r)
+		}
+		for _, x := range []string{l, m} {
+			r := lcSb(t, rid, "inspect", x)
+			if r.Code != 125 || !strings.Contains(r.Stderr, "no sandbox "+x) {
+				t.Errorf("inspect %s: want not_found:\n%s", x, r)
+			}
+		}
+	})
+	t.Run("limit", func(t *testing.T) {
+		// One sandbox of the plugin's lives (s) and three look-alikes run:
+		// with max_sandboxes 2, one more may be created.
+		r := sbRun(t, run{args: []string{"exec", "-s", n, "-c", "echo ok"}, env: lcEnv(rid, "DOCKER_SANDBOX_MAX_SANDBOXES=2"), standalone: true})
+		wantStdout(t, r, "ok\n")
+		r = sbRun(t, run{args: []string{"exec", "-s", n, "--session", "x", "--format", "json", "-c", "echo ok"},
+			env: lcEnv(rid, "DOCKER_SANDBOX_MAX_SANDBOXES=2"), standalone: true})
+		if r.Code != 125 || decodeErr(t, r).Error.Code != "limit_reached" {
+			t.Errorf("the limit no longer counts the plugin's own sandboxes:\n%s", r)
+		}
+	})
+	t.Run("shell", func(t *testing.T) {
+		out, code := lcShell(t, rid, 24, 80, c+" -- sh -c 'touch /tmp/lc-pwned; echo SHELL-RAN'", nil)
+		if code != 125 || strings.Contains(out, "SHELL-RAN") || !strings.Contains(out, "is not the docker sandbox of "+c) {
+			t.Errorf("shell into a look-alike holding the sandbox's name: exit %d\n%s", code, out)
+		}
+		ex, err := cli.ContainerExecCreate(ctx, committedSame, container.ExecOptions{Cmd: []string{"test", "-e", "/tmp/lc-pwned"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, 20*time.Second, func() error {
+			ei, err := cli.ContainerExecInspect(ctx, ex.ID)
+			if err != nil || ei.Running {
+				return fmt.Errorf("exec still running: %v", err)
+			}
+			if ei.ExitCode == 0 {
+				t.Errorf("the shell ran in the look-alike")
+			}
+			return nil
+		})
+	})
+	t.Run("stop", func(t *testing.T) {
+		for _, x := range []string{c, l, m} {
+			if code := lcErrCode(t, lcSb(t, rid, "stop", "--format", "json", x)); code != "not_found" {
+				t.Errorf("stop %s: %q, want not_found", x, code)
+			}
+		}
+		res := lcTargets(t, lcSb(t, rid, "stop", "--all", "--filter", lcFilter(rid), "--format", "json"))
+		if len(res) != 2 || !res[s].Removed || !res[n].Removed {
+			t.Errorf("stop --all: %+v, want %s and %s", res, s, n)
+		}
+		if lcContainerExists(t, "docker-sandbox-"+s) || lcContainerExists(t, "docker-sandbox-"+n) {
+			t.Errorf("stop --all left a sandbox")
+		}
+		allThere(t, "after stop")
+	})
+	t.Run("rm", func(t *testing.T) {
+		for _, x := range []string{l, m, v, w} {
+			if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", x)); code != "not_found" {
+				t.Errorf("rm %s: %q, want not_found", x, code)
+			}
+		}
+		// c's data goes, the container holding its name stays.
+		if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", c)); code != "" || lcVolumeExists(t, "docker-sandbox-"+c+".user") {
+			t.Errorf("rm %s: %q", c, code)
+		}
+		// s's data is in use by look-alikes: rm says so and removes neither.
+		if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", s)); code != "scope_busy" || !lcVolumeExists(t, "docker-sandbox-"+s+".user") {
+			t.Errorf("rm %s while look-alikes use its volume: %q", s, code)
+		}
+		allThere(t, "after rm")
+	})
+	t.Run("prune", func(t *testing.T) {
+		r := sbRun(t, run{args: []string{"prune", "-f", "--older-than", "0s", "--filter", lcFilter(rid), "--format", "json"},
+			env: lcEnv(rid, "DOCKER_SANDBOX_PRUNE_GRACE=0s"), standalone: true})
+		// s's data is in use by look-alikes: the engine refuses to remove
+		// it, which prune reports (exit 125); nothing else fails.
+		var rep lcPruneReport
+		if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || r.Code != 125 {
+			t.Fatalf("prune: %v\n%s", err, r)
+		}
+		for _, it := range rep.Objects {
+			if (it.Error != "") != (it.Name == "docker-sandbox-"+s+".user") {
+				t.Errorf("prune: %+v", it)
+			}
+		}
+		for _, it := range rep.Objects {
+			for _, id := range containers {
+				if it.ID == id {
+					t.Errorf("prune picked a look-alike: %+v", it)
+				}
+			}
+			for _, name := range vols {
+				if it.Name == name {
+					t.Errorf("prune picked a look-alike volume: %+v", it)
+				}
+			}
+		}
+		if !rep.names()["volume docker-sandbox-"+n+".user"] {
+			t.Errorf("prune --older-than 0s kept n's data: %+v", rep)
+		}
+		allThere(t, "after prune")
+	})
+}
+
+// TestLifecyclePruneFutureTimes: sandboxed code that plants modification
+// times in the future (touch -d) cannot make its scope look fresh to
+// prune --older-than: those times are ignored, in a scope's volume, in a
+// session's workspace, near or far in the future; a volume whose every time
+// is in the future ages from its creation.
+func TestLifecyclePruneFutureTimes(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	far, near, sess, all, ctl, recent := newScope(t), newScope(t), newScope(t), newScope(t), newScope(t), newScope(t)
+	// Everything three hours old, as a sandbox used then would leave it.
+	const old = `o=$(( $(date +%s) - 10800 )); echo x > a; echo y > b; mkdir -p d; echo z > d/c; echo u > /opt/user/u; find /opt/workspace /opt/user -exec touch -h -d @$o {} +; `
+	lcSetup(t, rid, [][]string{
+		{"exec", "-s", far, "-c", old + "touch -d 2099-01-01 b d; echo ok"},
+		{"exec", "-s", near, "-c", old + "touch -d @$(( $(date +%s) + 600 )) a; echo ok"},
+		{"exec", "-s", sess, "--session", "s", "-c", old + "touch -d 2099-01-01 /opt/workspace d/c; echo ok"},
+		{"exec", "-s", all, "-c", old + "find /opt/workspace /opt/user -exec touch -h -d 2099-01-01 {} +; echo ok"},
+		{"exec", "-s", ctl, "-c", old + "echo ok"},
+		{"exec", "-s", recent, "-c", "echo x > a; echo ok"},
+	})
+	res := lcTargets(t, lcSb(t, rid, "stop", "--all", "--filter", lcFilter(rid), "--format", "json"))
+	if len(res) != 6 {
+		t.Fatalf("stop --all: %+v", res)
+	}
+	prune := func(olderThan string) lcPruneReport {
+		return lcDecodePrune(t, sbRun(t, run{args: []string{"prune", "-f", "--older-than", olderThan, "--filter", lcFilter(rid), "--format", "json"},
+			env: lcEnv(rid, "DOCKER_SANDBOX_PRUNE_GRACE=0s"), standalone: true}))
+	}
+	rep := prune("1h")
+	gone := rep.names()
+	for _, x := range []string{far, near, sess, ctl} {
+		if !gone["volume docker-sandbox-"+x+".user"] || lcVolumeExists(t, "docker-sandbox-"+x+".user") {
+			t.Errorf("scope %s (data 3 h old, planted future times) was not pruned by --older-than 1h:\n%+v", x, rep)
+		}
+	}
+	if !gone["volume docker-sandbox-"+sess+".s.ws"] || lcVolumeExists(t, "docker-sandbox-"+sess+".s.ws") {
+		t.Errorf("the session's workspace with planted times was not pruned: %+v", rep)
+	}
+	for _, it := range rep.Objects {
+		if it.Type != "volume" || it.Scope == ctl {
+			continue
+		}
+		if !strings.Contains(it.Reason, "in the future ignored") || it.LastUsed == nil || time.Since(*it.LastUsed) < 2*time.Hour {
+			t.Errorf("%s: the reason should say future times were ignored, and the last use be the honest 3 h: %+v", it.Name, it)
+		}
+	}
+	// All in the future: nothing in the data can be believed, the volume's
+	// creation (a minute ago) stands for its last use.
+	for _, x := range []string{all, recent} {
+		if gone["volume docker-sandbox-"+x+".user"] || !lcVolumeExists(t, "docker-sandbox-"+x+".user") {
+			t.Errorf("scope %s, used a moment ago, was pruned by --older-than 1h: %+v", x, rep)
+		}
+	}
+	rep = prune("0s")
+	for _, x := range []string{all, recent} {
+		if !rep.names()["volume docker-sandbox-"+x+".user"] || lcVolumeExists(t, "docker-sandbox-"+x+".user") {
+			t.Errorf("scope %s was not pruned by --older-than 0s: %+v", x, rep)
+		}
+	}
+}
+
+// lcMkNet creates a network as a user or the plugin would (the plugin's:
+// internal bridge, no address on the host's side), under the test run.
+func lcMkNet(t *testing.T, name string, labels map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	cli := engine(t)
+	for attempt := 0; ; attempt++ {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		sub := fmt.Sprintf("10.%d.%d.0/28", 200+int(b[0])%50, b[1])
+		resp, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver: "bridge", Internal: true,
+			IPAM: &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: sub}}},
+			Options: map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true",
+				"com.docker.network.bridge.enable_ip_masquerade": "false"},
+			Labels: labels,
+		})
+		if err != nil && strings.Contains(err.Error(), "overlap") && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("network %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), resp.ID) })
+		return resp.ID
+	}
+}
+
+func lcNetExists(t *testing.T, id string) bool {
+	t.Helper()
+	_, err := engine(t).NetworkInspect(context.Background(), id, network.InspectOptions{})
+	return err == nil
+}
+
+// TestLifecycleRmScopeNetwork: rm SCOPE removes the scope's egress network
+// also when the scope has no container (or no data) left; rm --all the
+// networks of scopes with nothing else; and never a network that is not
+// the plugin's own (a name alone, labels of another scope), nor one a
+// container still uses. (The networks are made as the plugin makes them,
+// without the egress sidecar.)
+func TestLifecycleRmScopeNetwork(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	ctx := context.Background()
+	cli := engine(t)
+	only, withData, user, mis, other, busy, all, sess := newScope(t), newScope(t), newScope(t), newScope(t), newScope(t), newScope(t), newScope(t), newScope(t)
+	own := func(scope string) map[string]string {
+		return map[string]string{lcTestRunLabel: rid, "com.docker.sandbox.managed": "true",
+			"com.docker.sandbox.kind": "egress-network", "com.docker.sandbox.scope": scope}
+	}
+	netName := func(scope string) string { return "docker-sandbox.net." + scope }
+	wantStdout(t, lcSb(t, rid, "exec", "-s", withData, "-c", "echo ok"), "ok\n")
+	rtImage := inspectSandbox(t, withData, "").Config.Image
+	wantStdout(t, lcSb(t, rid, "stop", withData), withData+"\n")
+	nOnly := lcMkNet(t, netName(only), own(only))
+	nData := lcMkNet(t, netName(withData), own(withData))
+	nUser := lcMkNet(t, netName(user), map[string]string{lcTestRunLabel: rid})
+	nMis := lcMkNet(t, netName(mis), own(other))
+	nBusy := lcMkNet(t, netName(busy), own(busy))
+	nAll := lcMkNet(t, netName(all), own(all))
+	nSess := lcMkNet(t, netName(sess), own(sess))
+	resp, err := cli.ContainerCreate(ctx, &container.Config{Image: rtImage, Entrypoint: []string{"sleep", "600"}, Labels: map[string]string{lcTestRunLabel: rid}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(netName(busy))}, nil, nil, "lc-on-net-"+rid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true}) })
+	if err := cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	wantStdout(t, lcSb(t, rid, "rm", only), only+"\n")
+	if lcNetExists(t, nOnly) {
+		t.Errorf("rm %s (nothing but its network) left the network", only)
+	}
+	wantStdout(t, lcSb(t, rid, "rm", withData), withData+"\n")
+	if lcNetExists(t, nData) || lcVolumeExists(t, "docker-sandbox-"+withData+".user") {
+		t.Errorf("rm %s left its network or data", withData)
+	}
+	for _, x := range []string{user, mis, other} {
+		if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", x)); code != "not_found" {
+			t.Errorf("rm %s: %q, want not_found", x, code)
+		}
+	}
+	if !lcNetExists(t, nUser) || !lcNetExists(t, nMis) {
+		t.Errorf("rm removed a network that is not the plugin's own")
+	}
+	if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", busy)); code != "scope_busy" {
+		t.Errorf("rm %s while a container is on its network: %q, want scope_busy", busy, code)
+	}
+	if ci, err := cli.ContainerInspect(ctx, resp.ID); !lcNetExists(t, nBusy) || err != nil || !ci.State.Running {
+		t.Errorf("rm %s removed the network in use, or touched the container on it: %v", busy, err)
+	}
+	// A session's rm leaves the scope's network.
+	if code := lcErrCode(t, lcSb(t, rid, "rm", "--format", "json", sess+"/s")); code != "not_found" || !lcNetExists(t, nSess) {
+		t.Errorf("rm %s/s: %q; the scope's network must stay", sess, code)
+	}
+	r := lcSb(t, rid, "rm", "--all", "--filter", lcFilter(rid), "--format", "json")
+	res := lcTargets(t, r)
+	if !res[all].Removed || !res[sess].Removed || res[busy].Error == nil || res[busy].Error.Code != "scope_busy" || r.Code != 125 {
+		t.Errorf("rm --all: %+v\n%s", res, r)
+	}
+	for _, x := range []string{user, mis, other} {
+		if _, ok := res[x]; ok {
+			t.Errorf("rm --all took a network that is not the plugin's own for scope %s's: %+v", x, res)
+		}
+	}
+	if lcNetExists(t, nAll) || lcNetExists(t, nSess) || !lcNetExists(t, nUser) || !lcNetExists(t, nMis) || !lcNetExists(t, nBusy) {
+		t.Errorf("after rm --all: all %v sess %v user %v mis %v busy %v", lcNetExists(t, nAll), lcNetExists(t, nSess),
+			lcNetExists(t, nUser), lcNetExists(t, nMis), lcNetExists(t, nBusy))
 	}
 }

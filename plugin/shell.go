@@ -107,11 +107,11 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	// The container can expire between Ensure and the exec (an idle TTL
 	// running out that very moment): try again, the shell has not started.
 	for attempt := 0; ; attempt++ {
-		name, _, err := m.Ensure(ctx, spec)
+		id, _, err := m.Ensure(ctx, spec)
 		if err != nil {
 			return err
 		}
-		code, started, err := lcShellExec(ctx, dockerCli, name, command, env)
+		code, started, err := lcShellExec(ctx, dockerCli, id, command, env)
 		switch {
 		case err == nil && code == 0:
 			return nil
@@ -129,15 +129,15 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 // docker exec -it.
 const lcShellDetachKeys = "ctrl-p,ctrl-q"
 
-// lcShellExec runs command with a TTY in the container, the terminal raw, its
+// lcShellExec runs command with a TTY in the container (by ID), the terminal raw, its
 // size following the client's, and returns its exit code. It is docker exec
 // -it (docker/cli's container/exec.go and hijack.go), rebuilt on the exported
 // streams and moby/term helpers: the docker/cli container command package
 // itself would pull in modules this project does not carry.
-func lcShellExec(ctx context.Context, dockerCli command.Cli, name string, command, env []string) (code int, started bool, err error) {
+func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command, env []string) (code int, started bool, err error) {
 	api := dockerCli.Client()
 	h, w := dockerCli.Out().GetTtySize()
-	resp, err := api.ContainerExecCreate(ctx, name, container.ExecOptions{
+	resp, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{
 		User: sbexec.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Env: env, WorkingDir: sbexec.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
 	})

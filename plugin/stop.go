@@ -3,13 +3,13 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
-	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -104,8 +104,23 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		if err != nil {
 			return fail(out, o.format, err)
 		}
+		seen := map[sbexec.Target]bool{}
 		for _, r := range rows {
 			ts = append(ts, r.Target())
+			seen[r.Target()] = true
+		}
+		if data && len(flt.Sessions) == 0 && len(flt.States) == 0 {
+			// Scopes with nothing left but their egress network.
+			scopes, err := m.ScopeNetworkScopes(ctx, flt.Labels)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			for _, s := range scopes {
+				t := sbexec.Target{Scope: s}
+				if !seen[t] && (len(flt.Scopes) == 0 || slices.Contains(flt.Scopes, s)) {
+					ts = append(ts, t)
+				}
+			}
 		}
 		// Sessions first: removing a scope removes its sessions too.
 		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Session != "" && ts[j].Session == "" })
@@ -131,13 +146,13 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		default:
 			found, err = m.StopSandbox(ctx, t, o.force)
 		}
-		if err == nil && found && data && t.Session == "" {
-			// The scope is gone: so is its egress network (its policy
-			// stays, as configuration; prune catches what this misses).
-			eg := &egress.Manager{Engine: dockerCli.Client(), Version: Version}
-			if rerr := eg.RemoveScope(ctx, t.Scope, false); rerr != nil {
-				sbexec.Debugf("rm %s: egress network: %v", t, rerr)
-			}
+		if err == nil && data && t.Session == "" {
+			// The scope is gone: so is its egress network, also when the
+			// scope had no container or data left (its policy stays, as
+			// configuration).
+			removed, nerr := m.RemoveScopeNetwork(ctx, t.Scope)
+			found = found || removed
+			err = nerr
 		}
 		if err == nil && !found {
 			if o.all || o.force {

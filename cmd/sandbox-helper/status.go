@@ -214,11 +214,15 @@ type newestReport struct {
 type newestPath struct {
 	Path string `json:"path"`
 	// Newest is the newest modification time (of the directory itself or
-	// anything under it), capped at the time of the walk so that a planted
-	// future time cannot make data look newer than now. Null when the path
-	// cannot be read.
-	Newest  *time.Time `json:"newest"`
-	Entries int        `json:"entries"`
+	// anything under it) that is not after the time of the walk. A time in
+	// the future is no evidence of use (sandboxed code can plant one with
+	// `touch -d`, to make its data look fresh forever): it is left out and
+	// counted in Future. Null when the path cannot be read, or when every
+	// time seen is in the future.
+	Newest *time.Time `json:"newest"`
+	// Future counts the entries whose time was in the future.
+	Future  int `json:"future"`
+	Entries int `json:"entries"`
 	// Bytes is the total size of the regular files seen.
 	Bytes    int64  `json:"bytes"`
 	Complete bool   `json:"complete"` // every entry was seen
@@ -249,7 +253,10 @@ func newestUnder(dirs []string, max int, now time.Time) newestReport {
 			if err != nil {
 				return nil // vanished
 			}
-			if mt := fi.ModTime(); mt.After(newest) {
+			switch mt := fi.ModTime(); {
+			case mt.After(now):
+				p.Future++
+			case mt.After(newest):
 				newest = mt
 			}
 			if fi.Mode().IsRegular() {
@@ -265,9 +272,6 @@ func newestUnder(dirs []string, max int, now time.Time) newestReport {
 			p.Error = err.Error()
 		}
 		if !newest.IsZero() {
-			if newest.After(now) {
-				newest = now
-			}
 			n := newest.UTC()
 			p.Newest = &n
 		}

@@ -174,15 +174,44 @@ func TestNewestUnder(t *testing.T) {
 			t.Fatalf("walk followed the link: %+v", p)
 		}
 	})
-	t.Run("a future time is capped at now", func(t *testing.T) {
+	t.Run("a future time is ignored", func(t *testing.T) {
 		dir := mk(t)
-		fut := now.Add(1000 * time.Hour)
-		if err := os.Chtimes(filepath.Join(dir, "a", "old"), fut, fut); err != nil {
+		for i, f := range []string{"a/b/new", "a/b", "."} {
+			fut := now.Add(time.Duration(i+1) * time.Second)
+			if i == 0 {
+				fut = now.Add(1000 * time.Hour)
+			}
+			if err := os.Chtimes(filepath.Join(dir, f), fut, fut); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The newest honest time is a/old's; the three planted ones are counted.
+		p := newestUnder([]string{dir}, 100, now).Paths[0]
+		if p.Newest == nil || !p.Newest.Equal(now.Add(-7*time.Hour)) || p.Future != 3 || !p.Complete || p.Entries != 5 {
+			t.Fatalf("got %+v, newest %v; want a/old's %v and 3 future", p, p.Newest, now.Add(-7*time.Hour))
+		}
+	})
+	t.Run("every time in the future: no newest", func(t *testing.T) {
+		dir := mk(t)
+		fut := now.Add(time.Hour)
+		for _, f := range []string{"a/old", "a/b/new", "a/b", "a", "."} {
+			if err := os.Chtimes(filepath.Join(dir, f), fut, fut); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := newestUnder([]string{dir}, 100, now).Paths[0]
+		if p.Newest != nil || p.Future != 5 || !p.Complete {
+			t.Fatalf("got %+v, newest %v; want none and 5 future", p, p.Newest)
+		}
+	})
+	t.Run("now itself is not the future", func(t *testing.T) {
+		dir := mk(t)
+		if err := os.Chtimes(filepath.Join(dir, "a", "old"), now, now); err != nil {
 			t.Fatal(err)
 		}
 		p := newestUnder([]string{dir}, 100, now).Paths[0]
-		if p.Newest == nil || !p.Newest.Equal(now) {
-			t.Fatalf("newest %v, want now %v", p.Newest, now)
+		if p.Newest == nil || !p.Newest.Equal(now) || p.Future != 0 {
+			t.Fatalf("got %+v, newest %v", p, p.Newest)
 		}
 	})
 	t.Run("too many entries: incomplete", func(t *testing.T) {
