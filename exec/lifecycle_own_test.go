@@ -27,8 +27,10 @@ func TestOwnNamesMatchTheirMakers(t *testing.T) {
 	}
 	b := &images.Builder{Version: "0.1.0"}
 	for _, arch := range images.Arches {
-		if v := b.HelperVolume(arch); len(v) <= len(sbexec.HelperVolumeStartForTest) || v[:len(sbexec.HelperVolumeStartForTest)] != sbexec.HelperVolumeStartForTest {
-			t.Errorf("helper volume %q does not start with %q", v, sbexec.HelperVolumeStartForTest)
+		for _, readable := range []bool{false, true} {
+			if v := b.HelperVolume(arch, readable); len(v) <= len(sbexec.HelperVolumeStartForTest) || v[:len(sbexec.HelperVolumeStartForTest)] != sbexec.HelperVolumeStartForTest {
+				t.Errorf("helper volume %q does not start with %q", v, sbexec.HelperVolumeStartForTest)
+			}
 		}
 	}
 }

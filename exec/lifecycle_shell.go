@@ -53,8 +53,16 @@ func execNotStarted(err error) bool {
 	if errors.As(err, &se) {
 		return se.containerGoing()
 	}
+	// The engine answers the start with an HTTP error (not the upgrade)
+	// only before it started anything: 409 paused or not running, 404 gone,
+	// 500 "is not running: Removal In Progress" while an rm removes it.
 	s := err.Error()
-	return strings.Contains(s, "unable to upgrade to tcp, received 409") || strings.Contains(s, "unable to upgrade to tcp, received 404")
+	for _, code := range []string{"409", "404", "500"} {
+		if strings.Contains(s, "unable to upgrade to tcp, received "+code) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsGoneError reports an engine answer that means the container is not (or no

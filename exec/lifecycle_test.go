@@ -678,7 +678,8 @@ func TestRunRetriesAnExecThatDidNotStart(t *testing.T) {
 	}{
 		{errors.New("unable to upgrade to tcp, received 409"), true},
 		{errors.New("unable to upgrade to tcp, received 404"), true},
-		{errors.New("unable to upgrade to tcp, received 500"), false},
+		{errors.New("unable to upgrade to tcp, received 500"), true}, // "is not running: Removal In Progress"
+		{errors.New("unable to upgrade to tcp, received 200"), false},
 		{EngineError(errors.New("unable to upgrade to tcp, received 409"), "x"), true},
 		{nil, false},
 	} {

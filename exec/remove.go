@@ -11,12 +11,14 @@ import (
 	"github.com/docker/docker/api/types/volume"
 )
 
-// Stop removes the target's own container (one, by name, whatever runs in it)
-// and keeps its data. It reports whether there was a container. exec --rm
-// uses it for the container it created.
-func (m *Manager) Stop(ctx context.Context, t Target) (bool, error) {
-	err := m.Engine.ContainerRemove(ctx, t.ContainerName(), container.RemoveOptions{Force: true})
+// StopCreated removes the container a call created (by its ID: never
+// another that took the sandbox's name since), whatever runs in it, keeps
+// its data, and waits (bounded) until it is gone. It reports whether there
+// was a container. exec --rm uses it.
+func (m *Manager) StopCreated(ctx context.Context, t Target, id string) (bool, error) {
+	err := m.Engine.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	if err == nil {
+		waitGone(ctx, m.Engine, id)
 		return true, nil
 	}
 	if isNotFound(err) || isConflict(err) { // conflict: removal already in progress
@@ -319,9 +321,6 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	return sortedStrings(out)
 }
-
-// WaitGone waits (bounded) until the target's container is gone.
-func (m *Manager) WaitGone(ctx context.Context, t Target) { waitGone(ctx, m.Engine, t.ContainerName()) }
 
 func waitGone(ctx context.Context, e Engine, name string) {
 	for i := 0; i < 100; i++ {

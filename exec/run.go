@@ -68,6 +68,10 @@ type Request struct {
 type Result struct {
 	Container string // 12-character ID, when known
 	Created   bool
+	// CreatedID is the full ID of the container this call created ("" when
+	// it joined one): --rm removes that container, never another that has
+	// taken the name since.
+	CreatedID string
 	// FreshVolumes are the volumes this call created.
 	FreshVolumes []string
 	Status       wire.RunStatus
@@ -158,6 +162,7 @@ func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name s
 			if id != "" {
 				res.Created = true
 				res.Container = shortID(id)
+				res.CreatedID = id
 			}
 		case isNotRunning(err):
 			// Created but not started yet, or expiring: start it, or wait

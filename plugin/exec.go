@@ -266,8 +266,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		var rmErr error
 		if res.Created {
-			_, rmErr = m.Stop(bg, target)
-			m.WaitGone(bg, target)
+			_, rmErr = m.StopCreated(bg, target, res.CreatedID)
 			removed = rmErr == nil
 		} else if runErr == nil && o.rm {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
