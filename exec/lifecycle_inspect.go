@@ -41,6 +41,10 @@ type Limits struct {
 	CapDrop        []string `json:"cap_drop"`
 	SecurityOpt    []string `json:"security_opt"`
 	Runtime        string   `json:"runtime"`
+	// Disk is the --disk limit in bytes (0: none) and MaxLifetime the
+	// --max-lifetime ("" for none), from the command line of PID 1.
+	Disk        int64  `json:"disk"`
+	MaxLifetime string `json:"max_lifetime"`
 }
 
 // MountInfo is one mount of a sandbox.
@@ -63,6 +67,19 @@ type VolInfo struct {
 	Labels  map[string]string `json:"labels"`
 }
 
+// initLimits reads --disk and --max-lifetime from PID 1's command line.
+func initLimits(entrypoint []string) (disk int64, maxLifetime string) {
+	for i := 0; i+1 < len(entrypoint); i++ {
+		switch entrypoint[i] {
+		case "--disk":
+			disk, _ = strconv.ParseInt(entrypoint[i+1], 10, 64)
+		case "--max-lifetime":
+			maxLifetime = entrypoint[i+1]
+		}
+	}
+	return disk, maxLifetime
+}
+
 // HelperStatus is what `sandbox-helper status` reports from inside a running
 // sandbox.
 type HelperStatus struct {
@@ -74,6 +91,18 @@ type HelperStatus struct {
 		Started *time.Time `json:"started"`
 	} `json:"processes"`
 	IdleSince *time.Time `json:"idle_since"`
+	// Init is PID 1's own account: registered runs, a drain, the disk
+	// usage it measured against the limit, when the max lifetime ends it.
+	Init *struct {
+		Runs        int        `json:"runs"`
+		Draining    bool       `json:"draining"`
+		DiskLimit   int64      `json:"disk_limit"`
+		DiskUsed    int64      `json:"disk_used"` // -1: not measured yet
+		DiskScanned *time.Time `json:"disk_scanned"`
+		OverLimit   bool       `json:"over_limit"`
+		Expires     *time.Time `json:"expires,omitempty"`
+		Killed      int        `json:"killed"` // processes PID 1 killed (orphans, stopped or hung wrappers)
+	} `json:"init"`
 }
 
 // Inspect returns the details of a target. For a running sandbox it runs
@@ -137,6 +166,7 @@ func (m *Manager) inspect(ctx context.Context, t Target, size, again bool) (*Det
 		l.TmpSize = tmpfsSize(hc.Tmpfs["/tmp"])
 		if c.Config != nil {
 			l.User = c.Config.User
+			l.Disk, l.MaxLifetime = initLimits(c.Config.Entrypoint)
 		}
 		d.Limits = l
 		if d.Egress.Mode == "" {

@@ -316,8 +316,13 @@ func TestLifecycleLsInspect(t *testing.T) {
 		}
 		if l := d.Limits; l.Memory != 1<<30 || l.MemorySwap != 1<<30 || l.CPUs != 1 || l.Pids != 256 || l.Nofile != 1024 ||
 			l.TmpSize != 512<<20 || !l.ReadonlyRootfs || l.User != "65532:65532" || strings.Join(l.CapDrop, ",") != "ALL" ||
-			strings.Join(l.SecurityOpt, ",") != "no-new-privileges" {
+			strings.Join(l.SecurityOpt, ",") != "no-new-privileges" || l.Disk != 10<<30 || l.MaxLifetime != "" {
 			t.Errorf("limits %+v", l)
+		}
+		// PID 1's own account, with the exec running: one registered run,
+		// the disk limit, and the usage it measured while the run was live.
+		if h := d.Helper; h == nil || h.Init == nil || h.Init.Runs != 1 || h.Init.DiskLimit != 10<<30 || h.Init.OverLimit || h.Init.Draining {
+			t.Errorf("helper status: %+v", d.Helper)
 		}
 		mounts := map[string]lcMount{}
 		for _, m := range d.Mounts {
@@ -378,6 +383,8 @@ type lcDetails struct {
 		CapDrop        []string `json:"cap_drop"`
 		SecurityOpt    []string `json:"security_opt"`
 		Runtime        string   `json:"runtime"`
+		Disk           int64    `json:"disk"`
+		MaxLifetime    string   `json:"max_lifetime"`
 	} `json:"limits"`
 	Mounts []lcMount         `json:"mounts"`
 	Labels map[string]string `json:"labels"`
@@ -413,6 +420,16 @@ type lcHelperStatus struct {
 		Started *time.Time `json:"started"`
 	} `json:"processes"`
 	IdleSince *time.Time `json:"idle_since"`
+	Init      *struct {
+		Runs        int        `json:"runs"`
+		Draining    bool       `json:"draining"`
+		DiskLimit   int64      `json:"disk_limit"`
+		DiskUsed    int64      `json:"disk_used"`
+		DiskScanned *time.Time `json:"disk_scanned"`
+		OverLimit   bool       `json:"over_limit"`
+		Expires     *time.Time `json:"expires"`
+		Killed      int        `json:"killed"`
+	} `json:"init"`
 }
 
 func lcKinds(h *lcHelperStatus) string {

@@ -665,3 +665,31 @@ func TestOutputSealed(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+// TestTargetMismatch: a run or fs for sandbox X refuses a container whose
+// PID 1 is not the helper's init for X (another sandbox renamed to X's
+// name, a user's look-alike, the egress sidecar).
+func TestTargetMismatch(t *testing.T) {
+	cl := func(args ...string) []byte { return []byte(strings.Join(args, "\x00") + "\x00") }
+	cases := []struct {
+		name     string
+		cmdline  []byte
+		want     string
+		mismatch bool
+	}{
+		{"same", cl("/opt/sandbox/sandbox-helper", "init", "--idle-ttl", "1m", "--target", "u1/s", "--spec", "x"), "u1/s", false},
+		{"another session", cl("/opt/sandbox/sandbox-helper", "init", "--target", "u1/t"), "u1/s", true},
+		{"the scope, not the session", cl("/opt/sandbox/sandbox-helper", "init", "--target", "u1"), "u1/s", true},
+		{"no target", cl("/opt/sandbox/sandbox-helper", "init", "--idle-ttl", "1m"), "u1", true},
+		{"the egress sidecar", cl("/opt/sandbox/sandbox-helper", "proxy", "--target", "u1"), "u1", true},
+		{"a user's program", cl("sleep", "infinity"), "u1", true},
+		{"a target in the program's arguments", cl("/bin/sh", "-c", "x", "--", "init", "--target", "u1"), "u1", true},
+		{"nothing asked", cl("sleep", "1"), "", false},
+		{"empty", nil, "u1", true},
+	}
+	for _, c := range cases {
+		if _, got := targetMismatch(c.cmdline, c.want); got != c.mismatch {
+			t.Errorf("%s: mismatch %v, want %v", c.name, got, c.mismatch)
+		}
+	}
+}
