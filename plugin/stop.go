@@ -138,6 +138,9 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 			if rerr := eg.RemoveScope(ctx, t.Scope, false); rerr != nil {
 				sbexec.Debugf("rm %s: egress network: %v", t, rerr)
 			}
+			if note := egressPolicyNote(ctx, eg, t.Scope); note != "" {
+				fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", note)
+			}
 		}
 		if err == nil && !found {
 			if o.all || o.force {
