@@ -159,9 +159,21 @@ func (m *Manager) Policy(ctx context.Context, scope string) (ScopePolicy, bool, 
 }
 
 // Logs streams the decision log's lines to out (the last tail lines, -1
-// for all; with follow, new lines until ctx ends).
+// for all; with follow, new lines until ctx ends). A stopped sidecar is not
+// started: its log is read from the container as it is (follow then is
+// egress_not_running: nothing would come).
 func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer) error {
-	c, err := m.RunningSidecar(ctx)
+	c, err := m.sidecar(ctx)
+	if err != nil {
+		return err
+	}
+	if c != nil && !running(c) {
+		if follow {
+			return sbexec.Errorf(CodeEgressNotRunning, "the egress sidecar is stopped: nothing would follow (start it with `docker sandbox egress start`, or drop -f to read its log as it is)")
+		}
+		return m.stoppedLogs(ctx, c.ID, tail, out)
+	}
+	c, err = m.RunningSidecar(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/docker/cli/cli/command"
@@ -91,7 +93,7 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 			if e.Untrusted {
 				src += " (untrusted: narrows)"
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\n", e.Key, e.Value, sbexec.TermText(src))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, sbexec.TermText(configText(e.Key, e.Value)), sbexec.TermText(src))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -111,4 +113,62 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 		}
 		return nil
 	})
+}
+
+// configText is a value as the text form of `config` shows it: what an
+// empty or zero value means, and a [scope.NAME] table as its three lists
+// (the JSON form has the raw values).
+func configText(key string, v any) string {
+	switch x := v.(type) {
+	case string:
+		if x == "" {
+			switch key {
+			case "default_lang":
+				return "(sh)"
+			case "image":
+				return "(the runtime image)"
+			case "runtime":
+				return "(engine default)"
+			}
+		}
+	case map[string]any:
+		var parts []string
+		for _, k := range []string{"allow", "allow_ports", "allow_cidrs"} {
+			if l, ok := x[k]; ok {
+				parts = append(parts, k+"="+configList(l))
+			}
+		}
+		return strings.Join(parts, " ")
+	}
+	switch fmt.Sprint(v) {
+	case "0", "0s":
+		switch key {
+		case "max_lifetime":
+			return "0 (none)"
+		case "idle_ttl":
+			return "0 (never)"
+		case "disk":
+			return "0 (no limit)"
+		case "copy_max_file_size":
+			return "0 (= copy_max_size)"
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+// configList is a list as [a,b], or [] when empty (80 and 443 for an
+// empty allow_ports are the proxy's default, shown as such).
+func configList(l any) string {
+	var items []string
+	switch x := l.(type) {
+	case []string:
+		items = x
+	case []int:
+		for _, n := range x {
+			items = append(items, strconv.Itoa(n))
+		}
+	default:
+		return fmt.Sprint(l)
+	}
+	return "[" + strings.Join(items, ",") + "]"
 }

@@ -294,7 +294,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 	var o egressPolicyOptions
 	cmd := &cobra.Command{
 		Use:   "policy SCOPE [--allow HOST]... [--allow-port N]... [--allow-cidr CIDR]... [--clear]",
-		Short: "Show or replace a scope's egress policy (no sandbox is re-created)",
+		Short: "Show, replace or remove a scope's egress policy (no sandbox is re-created)",
 		Example: `  docker sandbox egress policy ci-job
   docker sandbox egress policy ci-job --allow pypi.org --allow '*.pythonhosted.org'
   docker sandbox egress policy ci-job --allow git.corp --allow-port 443 --allow-cidr 10.1.0.0/16
@@ -311,7 +311,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringSliceVar(&o.allow, "allow", nil, "Allow HOST: pypi.org, *.example.com (subdomains), * (any public host) (repeatable, comma-separated)")
 	f.StringSliceVar(&o.ports, "allow-port", nil, "Allowed destination port (default 80 and 443) (repeatable)")
 	f.StringSliceVar(&o.cidrs, "allow-cidr", nil, "Allowed address range, private ones included (repeatable)")
-	f.BoolVar(&o.clear, "clear", false, "Deny everything (an empty policy)")
+	f.BoolVar(&o.clear, "clear", false, "Remove the scope's policy and credential (while sandboxes of the scope exist: empty it, denying everything)")
 	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	return cmd
 }
@@ -326,10 +326,13 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 	}
 	m := egressManager(dockerCli, c)
 	var p egress.ScopePolicy
-	if set {
-		if o.clear && (len(o.allow) > 0 || len(o.ports) > 0 || len(o.cidrs) > 0) {
+	if o.clear {
+		if len(o.allow) > 0 || len(o.ports) > 0 || len(o.cidrs) > 0 {
 			return sbexec.Errorf(sbexec.CodeBadFlag, "--clear cannot be combined with --allow, --allow-port or --allow-cidr")
 		}
+		return runEgressPolicyClear(ctx, dockerCli, m, scope, o.format)
+	}
+	if set {
 		r, err := egressRules(o.allow, o.ports, o.cidrs)
 		if err != nil {
 			return err
@@ -359,4 +362,52 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 		fmt.Fprintf(out, "cidrs:  %s\n", egList(p.AllowCIDRs, "(none)"))
 		return nil
 	})
+}
+
+// egressClearJSON is `egress policy SCOPE --clear --format json`.
+type egressClearJSON struct {
+	Scope string `json:"scope"`
+	// Existed: the scope had a policy.
+	Existed bool `json:"existed"`
+	// Removed: its policy and credential are gone (false while sandboxes
+	// of the scope exist: the policy was emptied instead).
+	Removed bool `json:"removed"`
+	// Sandboxes are the scope's proxy-mode sandbox containers.
+	Sandboxes []string `json:"sandboxes"`
+}
+
+func runEgressPolicyClear(ctx context.Context, dockerCli command.Cli, m *egress.Manager, scope, format string) error {
+	res, err := m.ClearPolicy(ctx, scope)
+	if err != nil {
+		return err
+	}
+	j := egressClearJSON{Scope: scope, Existed: res.Existed, Removed: res.Removed, Sandboxes: res.Sandboxes}
+	if j.Sandboxes == nil {
+		j.Sandboxes = []string{}
+	}
+	out := dockerCli.Out()
+	return writeFormatted(out, format, j, func() error {
+		switch {
+		case !res.Existed:
+			fmt.Fprintf(out, "scope %s has no egress policy\n", scope)
+		case res.Removed:
+			fmt.Fprintf(out, "removed the egress policy of scope %s\n", scope)
+		default:
+			fmt.Fprintf(out, "scope %s: everything denied; its (empty) policy stays while its sandboxes hold its credential: %s\n", scope, egList(res.Sandboxes, ""))
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: `docker sandbox rm %s`, then --clear again, removes the policy\n", scope)
+		}
+		return nil
+	})
+}
+
+// egressPolicyNote is the line `rm SCOPE` prints when the scope's egress
+// policy stays in the sidecar (it is configuration, like a [scope.NAME]
+// table), or "" when it has none (or there is no sidecar container to
+// read it from). Nothing is started or run in the sidecar.
+func egressPolicyNote(ctx context.Context, m *egress.Manager, scope string) string {
+	has, known, err := m.StoredPolicy(ctx, scope)
+	if err != nil || !known || !has {
+		return ""
+	}
+	return fmt.Sprintf("the egress policy of scope %s stays in the sidecar (`docker sandbox egress policy %s --clear` removes it)", scope, scope)
 }

@@ -91,12 +91,15 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 		}
 		return writeFormatted(out, o.format, s, func() error { return egPrintSummary(out, s) })
 	}
+	// The table's header is written with the first line, or at a
+	// successful end: a call that fails (no sidecar) prints only its error.
 	var tw *tabwriter.Writer
+	header := func() {}
 	if o.format == "" {
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TIME\tSCOPE\tDECISION\tMETHOD\tTARGET\tIP\tSTATUS\tBYTES OUT/IN\tDURATION\tREASON")
-		if o.follow {
-			_ = tw.Flush()
+		header = func() {
+			fmt.Fprintln(tw, "TIME\tSCOPE\tDECISION\tMETHOD\tTARGET\tIP\tSTATUS\tBYTES OUT/IN\tDURATION\tREASON")
+			header = func() {}
 		}
 	}
 	sc := bufio.NewScanner(egFilterTail(pr, o.scope, o.tail))
@@ -117,6 +120,7 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 			}
 			continue
 		}
+		header()
 		// Scope, method, target and reason come from a sandbox's request.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s/%s\t%.1fms\t%s\n", r.Time.Format("2006-01-02T15:04:05Z07:00"), egTerm(r.Scope), egTerm(r.Decision), egTerm(r.Method),
 			egTerm(egTarget(r)), egTerm(egDash(r.IP)), r.Status, units.HumanSize(float64(r.BytesOut)), units.HumanSize(float64(r.BytesIn)), r.DurationMS, egTerm(r.Reason))
@@ -124,12 +128,15 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 			_ = tw.Flush()
 		}
 	}
-	if tw != nil {
-		_ = tw.Flush()
-	}
 	err = <-errc
 	if ctx.Err() != nil {
-		return nil // Ctrl-C ends -f
+		err = nil // Ctrl-C ends -f
+	}
+	if tw != nil {
+		if err == nil {
+			header()
+		}
+		_ = tw.Flush()
 	}
 	return err
 }

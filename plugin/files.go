@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -124,15 +125,21 @@ func runFilesLs(ctx context.Context, dockerCli command.Cli, cp *files.Copier, lo
 		}
 		return writeFormatted(out, o.format, res, nil)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	// The table is written once the listing is complete: a failed call
+	// prints only its error, never a header or part of a listing.
+	var tab strings.Builder
+	tw := tabwriter.NewWriter(&tab, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODE\tSIZE\tMODIFIED\tNAME")
-	err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
+	if err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
 		_, err := io.WriteString(tw, filesLsLine(e))
 		return err
-	})
-	if ferr := tw.Flush(); err == nil {
-		err = ferr
+	}); err != nil {
+		return err
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(out, tab.String())
 	return err
 }
 

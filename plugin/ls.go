@@ -190,6 +190,8 @@ func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.
 	if t, ok := strings.CutPrefix(format, "table "); ok {
 		table, format = true, t
 	}
+	// As docker ps: \t and \n typed in a shell's quotes are a tab and a newline.
+	format = strings.NewReplacer(`\t`, "\t", `\n`, "\n").Replace(format)
 	tmpl, err := templates.Parse(format)
 	if err != nil {
 		return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --format template")

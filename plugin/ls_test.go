@@ -39,6 +39,21 @@ u1                2097152
 u1      chat      <no value>
 u2                <no value>
 `},
+		// \t and \n as typed in a shell's single quotes, as docker ps takes them.
+		{format: `table {{.scope}}\t{{.state}}`, want: `
+SCOPE   STATE
+u1      idle
+u1      running
+u2      expired-with-data
+`},
+		{format: `{{.scope}}\n{{.state}}`, want: `
+u1
+idle
+u1
+running
+u2
+expired-with-data
+`},
 		{format: "{{.scope}}/{{.state}}/{{len .volumes}}", want: `
 u1/idle/1
 u1/running/1

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -149,10 +150,16 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		if err == nil && data && t.Session == "" {
 			// The scope is gone: so is its egress network, also when the
 			// scope had no container or data left (its policy stays, as
-			// configuration).
+			// configuration, and a line says so).
 			removed, nerr := m.RemoveScopeNetwork(ctx, t.Scope)
 			found = found || removed
 			err = nerr
+			if found {
+				eg := &egress.Manager{Engine: dockerCli.Client(), Version: Version}
+				if note := egressPolicyNote(ctx, eg, t.Scope); note != "" {
+					fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", note)
+				}
+			}
 		}
 		if err == nil && !found {
 			if o.all || o.force {

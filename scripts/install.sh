@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Builds docker sandbox and installs it as a Docker CLI plugin for this user:
 #
-#   scripts/install.sh [--force] && echo 'print(6*7)' | docker sandbox exec --lang python
+#   scripts/install.sh [--force] [--bin-dir DIR] && echo 'print(6*7)' | docker sandbox exec --lang python
 #
 #   1. makes sure a Docker Engine answers (scripts/engine.sh);
 #   2. builds the helper and the plugin (scripts/build.sh; needs Go);
 #   3. installs bin/docker-sandbox as ${DOCKER_CONFIG:-~/.docker}/cli-plugins/docker-sandbox,
-#      atomically. An existing docker-sandbox that is not ours (its metadata's
-#      Vendor is not "docker-sandbox project", e.g. Docker Desktop's own
-#      `docker sandbox`) is left alone, with exit 1, unless --force;
+#      atomically, and with --bin-dir DIR also as DIR/docker-sandbox (the
+#      standalone command; DIR is created; default: none). An existing
+#      docker-sandbox that is not ours (its metadata's Vendor is not
+#      "docker-sandbox project", e.g. Docker Desktop's own `docker sandbox`) is
+#      left alone, with exit 1, unless --force;
 #   4. makes sure the runtime base image is on the engine: when it is neither
 #      there nor pullable, makes one from Debian packages (scripts/offline-base.sh)
 #      and sets runtime_base in ${DOCKER_CONFIG:-~/.docker}/sandbox/config.toml;
 #   5. builds the helper and runtime images (docker sandbox images build).
 # Progress goes to stderr; the one-line summary to stdout.
 set -euo pipefail
+START_DIR="$PWD"
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
@@ -24,14 +27,25 @@ OFFLINE_BASE="docker-sandbox-base:bookworm"
 DEFAULT_BASE="debian:bookworm-slim"
 
 usage() {
-	sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,19s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
 FORCE=""
+BIN_DIR=""
 while (($# > 0)); do
 	case "$1" in
 	--force | -f) FORCE=1; shift ;;
+	--bin-dir)
+		(($# >= 2)) && [[ -n "$2" ]] || { log "--bin-dir needs a folder"; usage 2; }
+		BIN_DIR="$2"
+		shift 2
+		;;
+	--bin-dir=*)
+		BIN_DIR="${1#--bin-dir=}"
+		[[ -n "$BIN_DIR" ]] || { log "--bin-dir needs a folder"; usage 2; }
+		shift
+		;;
 	-h | --help) usage 0 ;;
 	*) log "unknown argument: $1"; usage 2 ;;
 	esac
@@ -57,21 +71,33 @@ plugin_vendor() {
 	printf '%s\n' "$vendor"
 }
 
-# 0. Don't clobber somebody else's docker-sandbox (checked first: no point building).
-REPLACING=""
-if [[ -e "$DEST" || -L "$DEST" ]]; then
-	if vendor="$(plugin_vendor "$DEST")"; then
-		:
+# foreign FILE: prints why FILE, when it exists, is not our docker-sandbox
+# (nothing when it is ours or absent).
+foreign() {
+	local vendor
+	[[ -e "$1" || -L "$1" ]] || return 0
+	vendor="$(plugin_vendor "$1")" || vendor=""
+	[[ "$vendor" != "$OUR_VENDOR" ]] || return 0
+	if [[ -n "$vendor" ]]; then
+		printf 'Vendor "%s"\n' "$vendor"
 	else
-		vendor=""
+		printf 'it does not answer docker-cli-plugin-metadata with a Vendor\n'
 	fi
-	if [[ "$vendor" != "$OUR_VENDOR" ]]; then
-		what="Vendor \"$vendor\""
-		[[ -n "$vendor" ]] || what="it does not answer docker-cli-plugin-metadata with a Vendor"
-		if [[ -z "$FORCE" ]]; then
-			die "refusing to replace $DEST: it is not docker sandbox from this project ($what; ours is \"$OUR_VENDOR\"), perhaps Docker Desktop's own 'docker sandbox'. Re-run with --force to replace it (a copy is kept), or set DOCKER_CONFIG to install into another Docker config folder."
-		fi
-		REPLACING="$what"
+}
+
+# 0. Don't clobber somebody else's docker-sandbox (checked first: no point building).
+REPLACING="$(foreign "$DEST")"
+if [[ -n "$REPLACING" && -z "$FORCE" ]]; then
+	die "refusing to replace $DEST: it is not docker sandbox from this project ($REPLACING; ours is \"$OUR_VENDOR\"), perhaps Docker Desktop's own 'docker sandbox'. Re-run with --force to replace it (a copy is kept), or set DOCKER_CONFIG to install into another Docker config folder."
+fi
+BIN_DEST=""
+BIN_REPLACING=""
+if [[ -n "$BIN_DIR" ]]; then
+	[[ "$BIN_DIR" == /* ]] || BIN_DIR="$START_DIR/$BIN_DIR" # relative to where it was called
+	BIN_DEST="${BIN_DIR%/}/docker-sandbox"
+	BIN_REPLACING="$(foreign "$BIN_DEST")"
+	if [[ -n "$BIN_REPLACING" && -z "$FORCE" ]]; then
+		die "refusing to replace $BIN_DEST: it is not docker sandbox from this project ($BIN_REPLACING). Re-run with --force to replace it (a copy is kept), or choose another --bin-dir."
 	fi
 fi
 
@@ -101,16 +127,39 @@ if [[ -n "$REPLACING" ]]; then
 		die "cannot keep a copy of $DEST in $backup; not replacing it"
 	log "--force: replacing $DEST ($REPLACING); the old one is kept as $backup"
 fi
-TMP_PLUGIN="$(mktemp "$PLUGIN_DIR/.docker-sandbox.XXXXXX")" || die "cannot write in $PLUGIN_DIR"
-trap 'rm -f "$TMP_PLUGIN"' EXIT
-cp "$PLUGIN_BIN" "$TMP_PLUGIN"
-chmod 0755 "$TMP_PLUGIN"
-mv -f "$TMP_PLUGIN" "$DEST" || die "cannot move the plugin into $DEST"
-trap - EXIT
-vendor="$(plugin_vendor "$DEST" || true)"
-[[ "$vendor" == "$OUR_VENDOR" ]] ||
-	die "installed $DEST, but its metadata's Vendor is \"$vendor\", not \"$OUR_VENDOR\": the build is broken"
-log "installed $DEST"
+# install_bin DEST: copies the binary to DEST through a temporary name in
+# the same folder and a rename, and checks the result is ours.
+install_bin() {
+	local dest="$1" dir tmp vendor
+	dir="$(dirname "$dest")"
+	mkdir -p "$dir" || die "cannot create $dir"
+	tmp="$(mktemp "$dir/.docker-sandbox.XXXXXX")" || die "cannot write in $dir"
+	trap 'rm -f "$tmp"' EXIT
+	cp "$PLUGIN_BIN" "$tmp"
+	chmod 0755 "$tmp"
+	mv -f "$tmp" "$dest" || die "cannot move the plugin into $dest"
+	trap - EXIT
+	vendor="$(plugin_vendor "$dest" || true)"
+	[[ "$vendor" == "$OUR_VENDOR" ]] ||
+		die "installed $dest, but its metadata's Vendor is \"$vendor\", not \"$OUR_VENDOR\": the build is broken"
+	log "installed $dest"
+}
+install_bin "$DEST"
+
+# The standalone command (docker-sandbox exec ...: no docker CLI start per call).
+if [[ -n "$BIN_DEST" ]]; then
+	if [[ -n "$BIN_REPLACING" ]]; then
+		mkdir -p "$DOCKER_CFG/sandbox"
+		cp -P "$BIN_DEST" "$DOCKER_CFG/sandbox/docker-sandbox.bin-replaced" ||
+			die "cannot keep a copy of $BIN_DEST in $DOCKER_CFG/sandbox/docker-sandbox.bin-replaced; not replacing it"
+		log "--force: replacing $BIN_DEST ($BIN_REPLACING); the old one is kept as $DOCKER_CFG/sandbox/docker-sandbox.bin-replaced"
+	fi
+	install_bin "$BIN_DEST"
+	case ":$PATH:" in
+	*":${BIN_DIR%/}:"*) ;;
+	*) log "note: ${BIN_DIR%/} is not on PATH: add it to call docker-sandbox by name" ;;
+	esac
+fi
 
 # A docker-sandbox in a system plugin folder is shadowed by the user's one; say so.
 for d in /usr/local/lib/docker/cli-plugins /usr/local/libexec/docker/cli-plugins \
@@ -193,4 +242,4 @@ fi
 log "building the helper and runtime images (docker sandbox images build)"
 docker sandbox images build >&2 || die "docker sandbox images build failed"
 
-echo "docker sandbox $(version) installed at $DEST (runtime base: $BASE)"
+echo "docker sandbox $(version) installed at $DEST${BIN_DEST:+ and $BIN_DEST} (runtime base: $BASE)"

@@ -4,7 +4,7 @@
 #
 #   scripts/test.sh [GO TEST ARGS...]        e.g. scripts/test.sh -run TestExec ./exec/...
 #
-# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, runsc, gcc),
+# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, runsc, gcc, make),
 # build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
 # (scripts/busybox-image.sh), setup (a private DOCKER_CONFIG with the plugin
 # installed), images (docker sandbox images build), go test (-race, with the
@@ -201,6 +201,8 @@ tools() {
 	# gVisor, for TestRuntimeRunsc (which registers it with the engine for
 	# its own duration: daemon.json and a SIGHUP, undone at its end).
 	need_cmd runsc runsc
+	# make, for the README's Makefile example (TestReadmeExamples).
+	need_cmd make make
 	# busybox-static conflicts with the dynamic busybox package: never replace
 	# that one (busybox-image.sh unpacks busybox-static's .deb instead).
 	pkg_installed busybox-static || pkg_installed busybox || apt_install busybox-static
