@@ -500,7 +500,7 @@ func TestContainerConfigHardening(t *testing.T) {
 		hc.RestartPolicy.Name != container.RestartPolicyDisabled || len(hc.PortBindings) != 0 || hc.PublishAllPorts || len(hc.Binds) != 0 {
 		t.Errorf("host config %+v", hc)
 	}
-	if hc.Tmpfs["/tmp"] != "rw,nosuid,nodev,size=536870912,mode=1777" {
+	if hc.Tmpfs["/tmp"] != "rw,nosuid,nodev,noexec,size=536870912,mode=1777" {
 		t.Errorf("tmpfs %q", hc.Tmpfs["/tmp"])
 	}
 	for _, m := range hc.Mounts {

@@ -198,7 +198,7 @@ var HelperEnv = []string{"GODEBUG=", "GOGC=", "GOMEMLIMIT=", "GOMAXPROCS=", "GOT
 // the workspace, /opt/user and /tmp (anonymous volumes would also escape
 // the disk limit).
 func (s Spec) tmpfs() map[string]string {
-	t := map[string]string{"/tmp": "rw,nosuid,nodev,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"}
+	t := map[string]string{"/tmp": "rw,nosuid,nodev,noexec,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"}
 	for _, v := range s.ImageVolumes {
 		p := path.Clean("/" + v)
 		if _, ok := t[p]; ok || p == WorkspaceDir || p == UserDir || p == "/" {

@@ -189,7 +189,7 @@ func checkHardening(t *testing.T, scope, session string, memory, nanoCPUs, pids 
 		t.Errorf("SecurityOpt %q lacks no-new-privileges", hc.SecurityOpt)
 	}
 
-	// /tmp: tmpfs of 512 MiB, nosuid, nodev; no other tmpfs hides anything.
+	// /tmp: tmpfs of 512 MiB, nosuid, nodev, noexec (set by the plugin, not left to the engine's default).
 	tmp, ok := hc.Tmpfs["/tmp"]
 	if !ok {
 		t.Errorf("no tmpfs on /tmp: Tmpfs = %q", hc.Tmpfs)
@@ -198,7 +198,7 @@ func checkHardening(t *testing.T, scope, session string, memory, nanoCPUs, pids 
 	for _, o := range strings.Split(tmp, ",") {
 		opts[strings.TrimSpace(o)] = true
 	}
-	for _, o := range []string{"nosuid", "nodev"} {
+	for _, o := range []string{"nosuid", "nodev", "noexec"} {
 		if !opts[o] {
 			t.Errorf("tmpfs /tmp options %q lack %s", tmp, o)
 		}
