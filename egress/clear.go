@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
@@ -73,7 +74,7 @@ func (m *Manager) ClearPolicy(ctx context.Context, scope string) (Cleared, error
 		return res, err
 	}
 	if code != 0 {
-		return res, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not remove the policy of %s: %s", scope,
+		return res, core.Errorf(CodeEgressUnavailable, "the egress sidecar could not remove the policy of %s: %s", scope,
 			strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(errb.String()), "sandbox-helper proxy policy: ")))
 	}
 	res.Removed = true
@@ -98,7 +99,7 @@ func (m *Manager) StoredPolicy(ctx context.Context, scope string) (has, known bo
 	}
 	f, err := policy.Parse(b)
 	if err != nil {
-		return false, false, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar's policy file does not parse: %v", err)
+		return false, false, core.Errorf(CodeEgressUnavailable, "the egress sidecar's policy file does not parse: %v", err)
 	}
 	_, has = f.Scopes[scope]
 	return has, true, nil
@@ -150,7 +151,7 @@ func (m *Manager) eachLogLine(ctx context.Context, id, path string, f func(strin
 	tr := tar.NewReader(rc)
 	h, err := tr.Next()
 	if err != nil || h.Typeflag != tar.TypeReg {
-		return sbexec.Errorf(CodeEgressUnavailable, "%s in the egress sidecar is not a regular file", path)
+		return core.Errorf(CodeEgressUnavailable, "%s in the egress sidecar is not a regular file", path)
 	}
 	br := bufio.NewReaderSize(tr, 64<<10)
 	for {
@@ -159,7 +160,7 @@ func (m *Manager) eachLogLine(ctx context.Context, id, path string, f func(strin
 			return nil // a partial last line is still being written
 		}
 		if err != nil {
-			return sbexec.Wrap(CodeEgressUnavailable, err, "cannot read %s in the egress sidecar", path)
+			return core.Wrap(CodeEgressUnavailable, err, "cannot read %s in the egress sidecar", path)
 		}
 		if err := f(strings.TrimSuffix(line, "\n")); err != nil {
 			return err

@@ -9,8 +9,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // The log of a stopped sidecar is read from the container as it is:
@@ -45,7 +45,7 @@ func TestLogsOfAStoppedSidecar(t *testing.T) {
 	// -f has nothing to follow: refused, nothing written.
 	var out bytes.Buffer
 	err := m.Logs(ctx, true, -1, &out)
-	if err == nil || sbexec.AsError(err).Code != CodeEgressNotRunning || out.Len() != 0 {
+	if err == nil || core.AsError(err).Code != CodeEgressNotRunning || out.Len() != 0 {
 		t.Fatalf("logs -f of a stopped sidecar: %v, %q", err, out.String())
 	}
 	if len(f.execs) != 0 || len(f.created) != 0 || len(f.removed) != 0 {
@@ -59,7 +59,7 @@ func TestLogsOfAStoppedSidecar(t *testing.T) {
 	}
 	// No sidecar at all: egress_not_running.
 	f.containers = map[string]container.InspectResponse{}
-	if err := m.Logs(ctx, false, -1, &out); err == nil || sbexec.AsError(err).Code != CodeEgressNotRunning {
+	if err := m.Logs(ctx, false, -1, &out); err == nil || core.AsError(err).Code != CodeEgressNotRunning {
 		t.Fatalf("no sidecar: %v", err)
 	}
 }

@@ -26,21 +26,21 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // Names and fixed values.
 const (
 	// The plugin's own objects: names in exec's PluginObjectPrefix
 	// namespace, which no scope or session name can produce.
-	SidecarName   = sbexec.PluginObjectPrefix + "egress"
-	VolumeName    = sbexec.PluginObjectPrefix + "egress-data"
-	NetworkPrefix = sbexec.PluginObjectPrefix + "net."
+	SidecarName   = core.PluginObjectPrefix + "egress"
+	VolumeName    = core.PluginObjectPrefix + "egress-data"
+	NetworkPrefix = core.PluginObjectPrefix + "net."
 	ProxyPort     = 3128
 	// DataDir is where the sidecar's volume is mounted (the helper image's
 	// folder owned by 65532).
-	DataDir    = sbexec.UserDir
+	DataDir    = core.UserDir
 	PolicyFile = DataDir + "/policy.json"
 	LogFile    = DataDir + "/egress.log"
 	StatsFile  = DataDir + "/stats.json"
@@ -67,7 +67,7 @@ const (
 
 // Labels of the sidecar (its settings) and of scope networks.
 const (
-	labelPrefix     = sbexec.LabelPrefix + "egress."
+	labelPrefix     = core.LabelPrefix + "egress."
 	LabelOutbound   = labelPrefix + "outbound-network"
 	LabelPool       = labelPrefix + "subnet-pool"
 	LabelBits       = labelPrefix + "subnet-bits"
@@ -112,23 +112,23 @@ func (s Settings) Normalized() (Settings, error) {
 		s.Bits = DefaultBits
 	}
 	if err := CheckPool(s.Pool, s.Bits); err != nil {
-		return s, sbexec.Errorf(sbexec.CodeBadFlag, "%v", err)
+		return s, core.Errorf(core.CodeBadFlag, "%v", err)
 	}
 	if SubnetCount(s.Pool, s.Bits) < 200 {
-		return s, sbexec.Errorf(sbexec.CodeBadFlag, "the subnet pool %s holds only %d /%d subnets: give at least 200 (a larger pool or smaller subnets)", s.Pool, SubnetCount(s.Pool, s.Bits), s.Bits)
+		return s, core.Errorf(core.CodeBadFlag, "the subnet pool %s holds only %d /%d subnets: give at least 200 (a larger pool or smaller subnets)", s.Pool, SubnetCount(s.Pool, s.Bits), s.Bits)
 	}
 	var hosts []string
 	for _, h := range s.Hosts {
 		name, ips, ok := strings.Cut(h, "=")
 		ph, err := policy.ParseHost(name)
 		if !ok || err != nil || ph.IsLiteral() || ips == "" {
-			return s, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --add-host %q: want NAME=IP[,IP]", h)
+			return s, core.Errorf(core.CodeBadFlag, "invalid --add-host %q: want NAME=IP[,IP]", h)
 		}
 		var canon []string
 		for _, ip := range strings.Split(ips, ",") {
 			a, err := netip.ParseAddr(ip)
 			if err != nil || a.Zone() != "" {
-				return s, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --add-host %q: %q is not an IP address", h, ip)
+				return s, core.Errorf(core.CodeBadFlag, "invalid --add-host %q: %q is not an IP address", h, ip)
 			}
 			canon = append(canon, a.String())
 		}
@@ -159,7 +159,7 @@ func (s Settings) Describe() string {
 }
 
 func (s Settings) labels() map[string]string {
-	l := sbexec.BaseLabels(KindSidecar)
+	l := core.BaseLabels(KindSidecar)
 	l[LabelOutbound] = s.OutboundNetwork
 	l[LabelPool] = s.Pool.String()
 	l[LabelBits] = fmt.Sprint(s.Bits)

@@ -29,6 +29,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
@@ -70,9 +71,9 @@ type Manager struct {
 
 // Error codes of this package (see exec/errors.go).
 const (
-	CodeEgressNotRunning  = sbexec.CodeEgressNotRunning
-	CodeEgressMismatch    = sbexec.CodeEgressMismatch
-	CodeEgressUnavailable = sbexec.CodeEgressUnavailable
+	CodeEgressNotRunning  = core.CodeEgressNotRunning
+	CodeEgressMismatch    = core.CodeEgressMismatch
+	CodeEgressUnavailable = core.CodeEgressUnavailable
 )
 
 func notFound(err error) bool { return cerrdefs.IsNotFound(err) }
@@ -88,7 +89,7 @@ func (m *Manager) sidecar(ctx context.Context) (*container.InspectResponse, erro
 		return nil, sbexec.EngineError(err, "cannot inspect the egress sidecar")
 	}
 	if !isSidecar(c) {
-		return nil, sbexec.Errorf(sbexec.CodeEngineError, "a container named %s exists and is not the egress sidecar of docker sandbox: remove or rename it", SidecarName)
+		return nil, core.Errorf(core.CodeEngineError, "a container named %s exists and is not the egress sidecar of docker sandbox: remove or rename it", SidecarName)
 	}
 	return &c, nil
 }
@@ -97,7 +98,7 @@ func (m *Manager) sidecar(ctx context.Context) (*container.InspectResponse, erro
 // labels and its kind say so (labels alone can be copied).
 func isSidecar(c container.InspectResponse) bool {
 	return c.Config != nil && strings.TrimPrefix(c.Name, "/") == SidecarName &&
-		c.Config.Labels[sbexec.LabelManaged] == "true" && c.Config.Labels[sbexec.LabelKind] == KindSidecar
+		c.Config.Labels[core.LabelManaged] == "true" && c.Config.Labels[core.LabelKind] == KindSidecar
 }
 
 // outdated reports whether c was made by a plugin whose sidecar lacks what
@@ -127,7 +128,7 @@ func (m *Manager) kept(ctx context.Context, c *container.InspectResponse) (*Sett
 	if c != nil {
 		s, err := settingsFromLabels(c.Config.Labels).Normalized()
 		if err != nil {
-			return nil, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar's settings do not parse (%v): remove it with `docker sandbox egress stop --rm`, then start it with --replace", err)
+			return nil, core.Errorf(CodeEgressUnavailable, "the egress sidecar's settings do not parse (%v): remove it with `docker sandbox egress stop --rm`, then start it with --replace", err)
 		}
 		return &s, nil
 	}
@@ -167,7 +168,7 @@ func (m *Manager) Start(ctx context.Context, s Settings, given, replace bool) (*
 		if running(c) {
 			state = "runs"
 		}
-		return nil, false, sbexec.Errorf(CodeEgressMismatch, "the egress sidecar %s with other settings (%s) than asked (%s): `docker sandbox egress start` without settings uses them; `egress start --replace` with the new settings replaces them (sandboxes keep their networks and credentials; open connections end)",
+		return nil, false, core.Errorf(CodeEgressMismatch, "the egress sidecar %s with other settings (%s) than asked (%s): `docker sandbox egress start` without settings uses them; `egress start --replace` with the new settings replaces them (sandboxes keep their networks and credentials; open connections end)",
 			state, kept.Describe(), s.Describe())
 	}
 	if c != nil && (settingsFromLabels(c.Config.Labels).Hash() != s.Hash() || outdated(c)) {
@@ -194,7 +195,7 @@ func (m *Manager) Ensure(ctx context.Context) (*container.InspectResponse, Setti
 		return nil, Settings{}, err
 	}
 	if outdated(c) {
-		sbexec.Debugf("egress: replacing a sidecar of revision %q", c.Config.Labels[LabelRevision])
+		core.Debugf("egress: replacing a sidecar of revision %q", c.Config.Labels[LabelRevision])
 		if err := m.remove(ctx, c); err != nil {
 			return nil, Settings{}, err
 		}
@@ -277,12 +278,12 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 					return nil, false, err
 				}
 				if code != 0 {
-					return nil, false, sbexec.Errorf(CodeEgressUnavailable, "the egress proxy did not start listening: %s (see `docker logs %s`)", strings.TrimSpace(errb.String()), SidecarName)
+					return nil, false, core.Errorf(CodeEgressUnavailable, "the egress proxy did not start listening: %s (see `docker logs %s`)", strings.TrimSpace(errb.String()), SidecarName)
 				}
 			}
 			c, err = m.sidecar(ctx)
 			if err != nil || c == nil {
-				return nil, false, sbexec.Errorf(sbexec.CodeEngineError, "the egress sidecar disappeared while starting")
+				return nil, false, core.Errorf(core.CodeEngineError, "the egress sidecar disappeared while starting")
 			}
 			if err := m.refresh(ctx, c, set); err != nil {
 				return nil, false, err
@@ -290,10 +291,10 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 			return c, created, nil
 		}
 		if c != nil && c.State != nil && c.State.Status == "exited" && attempt > 2 {
-			return nil, false, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar exits right after starting (exit code %d): see `docker logs %s`", c.State.ExitCode, SidecarName)
+			return nil, false, core.Errorf(CodeEgressUnavailable, "the egress sidecar exits right after starting (exit code %d): see `docker logs %s`", c.State.ExitCode, SidecarName)
 		}
 		if time.Now().After(deadline) {
-			return nil, false, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar did not start within 60s")
+			return nil, false, core.Errorf(CodeEgressUnavailable, "the egress sidecar did not start within 60s")
 		}
 		select {
 		case <-ctx.Done():
@@ -314,8 +315,8 @@ func (m *Manager) dataVolume(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, sbexec.EngineError(err, "cannot inspect volume "+VolumeName)
 	}
-	if v.Name != VolumeName || v.Labels[sbexec.LabelManaged] != "true" || v.Labels[sbexec.LabelKind] != KindData {
-		return false, sbexec.Errorf(sbexec.CodeEngineError, "a volume named %s exists and is not the egress data of docker sandbox: remove or rename it", VolumeName)
+	if v.Name != VolumeName || v.Labels[core.LabelManaged] != "true" || v.Labels[core.LabelKind] != KindData {
+		return false, core.Errorf(core.CodeEngineError, "a volume named %s exists and is not the egress data of docker sandbox: remove or rename it", VolumeName)
 	}
 	return true, nil
 }
@@ -361,7 +362,7 @@ func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
 		return nil, err
 	}
 	if m.Images == nil {
-		return nil, sbexec.Errorf(CodeEgressUnavailable, "cannot read the egress sidecar's kept settings: no helper image")
+		return nil, core.Errorf(CodeEgressUnavailable, "cannot read the egress sidecar's kept settings: no helper image")
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
@@ -372,11 +373,11 @@ func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
 		return nil, err
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, &container.Config{
-		Image: ref, User: sbexec.SandboxUser, Entrypoint: []string{sbexec.HelperPath}, Labels: sbexec.BaseLabels(sbexec.KindProbe), WorkingDir: "/",
+		Image: ref, User: core.SandboxUser, Entrypoint: []string{core.HelperPath}, Labels: core.BaseLabels(sbexec.KindProbe), WorkingDir: "/",
 	}, &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName, Target: DataDir, ReadOnly: true}},
-	}, nil, nil, sbexec.PluginObjectName("egress-read."+strconv.FormatInt(time.Now().UnixNano(), 36)))
+	}, nil, nil, core.PluginObjectName("egress-read."+strconv.FormatInt(time.Now().UnixNano(), 36)))
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot read the egress sidecar's kept settings")
 	}
@@ -389,7 +390,7 @@ func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
 	}
 	set, err := parseSettingsRecord(b)
 	if err != nil {
-		return nil, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar's kept settings (%s in volume %s) do not parse: %v (start it with --replace and the settings you want)", SettingsFile, VolumeName, err)
+		return nil, core.Errorf(CodeEgressUnavailable, "the egress sidecar's kept settings (%s in volume %s) do not parse: %v (start it with --replace and the settings you want)", SettingsFile, VolumeName, err)
 	}
 	return &set, nil
 }
@@ -408,11 +409,11 @@ func (m *Manager) readFile(ctx context.Context, id, path string) ([]byte, bool, 
 	tr := tar.NewReader(rc)
 	h, err := tr.Next()
 	if err != nil || h.Typeflag != tar.TypeReg || h.Size > maxStateFile {
-		return nil, false, sbexec.Errorf(CodeEgressUnavailable, "%s in the egress sidecar is not a small regular file", path)
+		return nil, false, core.Errorf(CodeEgressUnavailable, "%s in the egress sidecar is not a small regular file", path)
 	}
 	b, err := io.ReadAll(io.LimitReader(tr, maxStateFile))
 	if err != nil {
-		return nil, false, sbexec.Wrap(CodeEgressUnavailable, err, "cannot read %s in the egress sidecar", path)
+		return nil, false, core.Wrap(CodeEgressUnavailable, err, "cannot read %s in the egress sidecar", path)
 	}
 	return b, true, nil
 }
@@ -424,15 +425,15 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	out, err := m.Engine.NetworkInspect(ctx, s.OutboundNetwork, network.InspectOptions{})
 	if err != nil {
 		if notFound(err) {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "the outbound network %q does not exist (create it, or leave --outbound-network out to use the engine's default bridge)", s.OutboundNetwork)
+			return core.Errorf(core.CodeBadFlag, "the outbound network %q does not exist (create it, or leave --outbound-network out to use the engine's default bridge)", s.OutboundNetwork)
 		}
 		return sbexec.EngineError(err, "cannot inspect the outbound network "+s.OutboundNetwork)
 	}
 	if out.Driver == "host" || out.Driver == "null" {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "the outbound network must be a bridge-like network, not %q (%s)", s.OutboundNetwork, out.Driver)
+		return core.Errorf(core.CodeBadFlag, "the outbound network must be a bridge-like network, not %q (%s)", s.OutboundNetwork, out.Driver)
 	}
-	if _, _, ok := scopeNetwork(out); ok || sbexec.IsPluginObjectName(out.Name) {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "the outbound network cannot be one of docker sandbox's own networks (%s)", out.Name)
+	if _, _, ok := scopeNetwork(out); ok || core.IsPluginObjectName(out.Name) {
+		return core.Errorf(core.CodeBadFlag, "the outbound network cannot be one of docker sandbox's own networks (%s)", out.Name)
 	}
 	if _, err := m.dataVolume(ctx); err != nil {
 		return err
@@ -449,7 +450,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	if err != nil {
 		return sbexec.EngineError(err, "cannot list networks")
 	}
-	cmd := []string{sbexec.HelperPath, "proxy",
+	cmd := []string{core.HelperPath, "proxy",
 		"--listen", ":" + strconv.Itoa(ProxyPort),
 		"--policy", PolicyFile, "--log", LogFile, "--stats", StatsFile,
 		"--networks", NetworksFile, "--host-probe",
@@ -470,14 +471,14 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 		cmd = append(cmd, "--no-dns")
 	}
 	labels := s.labels()
-	labels[sbexec.LabelVersion] = m.Version
+	labels[core.LabelVersion] = m.Version
 	labels[LabelHelperID] = m.HelperID
 	labels[LabelRevision] = SidecarRevision
-	volLabels := sbexec.BaseLabels(KindData)
+	volLabels := core.BaseLabels(KindData)
 	pids := int64(512)
 	cfg := &container.Config{
 		Image:      ref,
-		User:       sbexec.SandboxUser,
+		User:       core.SandboxUser,
 		Entrypoint: cmd,
 		WorkingDir: DataDir,
 		// Less garbage collection for a proxy under load, bounded by memory.
@@ -584,12 +585,12 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 		}
 		switch {
 		case code == 0:
-			sbexec.Debugf("egress: networks pushed")
+			core.Debugf("egress: networks pushed")
 			return nil
 		case code == 3 && attempt < 10:
 			continue // pushed by another call meanwhile: look again
 		default:
-			return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
+			return core.Errorf(CodeEgressUnavailable, "the egress sidecar could not take the engine's networks: %s", strings.TrimSpace(errb.String()))
 		}
 	}
 }
@@ -618,9 +619,9 @@ func (m *Manager) networksVersion(ctx context.Context, id string) (version strin
 // name, its labels (managed, kind, scope) and its shape (internal, one IPv4
 // subnet) all say so; labels alone can be copied onto a user's network.
 func scopeNetwork(n network.Summary) (scope string, sub netip.Prefix, ok bool) {
-	scope = n.Labels[sbexec.LabelScope]
-	if n.Labels[sbexec.LabelManaged] != "true" || n.Labels[sbexec.LabelKind] != KindNetwork ||
-		sbexec.ValidateName("scope", scope) != nil || n.Name != NetworkName(scope) || !n.Internal {
+	scope = n.Labels[core.LabelScope]
+	if n.Labels[core.LabelManaged] != "true" || n.Labels[core.LabelKind] != KindNetwork ||
+		core.ValidateName("scope", scope) != nil || n.Name != NetworkName(scope) || !n.Internal {
 		return "", netip.Prefix{}, false
 	}
 	sub, ok = subnetOf(n)
@@ -636,7 +637,7 @@ func scopeNetwork(n network.Summary) (scope string, sub netip.Prefix, ok bool) {
 // scopeNetworks lists the scope networks (only the plugin's own).
 func (m *Manager) scopeNetworks(ctx context.Context) ([]network.Summary, error) {
 	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", sbexec.LabelManaged+"=true"), filters.Arg("label", sbexec.LabelKind+"="+KindNetwork))})
+		filters.Arg("label", core.LabelManaged+"=true"), filters.Arg("label", core.LabelKind+"="+KindNetwork))})
 	if err != nil {
 		return nil, sbexec.EngineError(err, "cannot list the scope networks")
 	}
@@ -717,7 +718,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 		if err == nil {
 			got, sub, ok := scopeNetwork(n)
 			if !ok || got != scope {
-				return n, Layout{}, false, sbexec.Errorf(sbexec.CodeEngineError, "network %s exists and is not a docker sandbox scope network: remove it", name)
+				return n, Layout{}, false, core.Errorf(core.CodeEngineError, "network %s exists and is not a docker sandbox scope network: remove it", name)
 			}
 			lay, err := LayoutOf(sub)
 			return n, lay, created, err
@@ -739,11 +740,11 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 		}
 		sub, err := Allocate(s.Pool, s.Bits, used, skip, scope)
 		if err != nil {
-			return n, Layout{}, false, sbexec.Errorf(sbexec.CodeLimitReached, "%v", err)
+			return n, Layout{}, false, core.Errorf(core.CodeLimitReached, "%v", err)
 		}
 		lay, _ := LayoutOf(sub)
-		labels := sbexec.BaseLabels(KindNetwork)
-		labels[sbexec.LabelScope] = scope
+		labels := core.BaseLabels(KindNetwork)
+		labels[core.LabelScope] = scope
 		labels[LabelSubnet] = sub.String()
 		_, err = m.Engine.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver:   "bridge",
@@ -773,7 +774,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 			return n, Layout{}, false, sbexec.EngineError(err, "cannot create network "+name)
 		}
 	}
-	return network.Inspect{}, Layout{}, false, sbexec.Errorf(sbexec.CodeEngineError, "could not create network %s: the engine kept refusing the subnets", name)
+	return network.Inspect{}, Layout{}, false, core.Errorf(core.CodeEngineError, "could not create network %s: the engine kept refusing the subnets", name)
 }
 
 // Attach prepares a proxy-mode sandbox of scope: the sidecar runs, the
@@ -796,7 +797,7 @@ func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules,
 	if err := m.refresh(ctx, c, s); err != nil {
 		return att, err
 	}
-	sbexec.Debugf("egress: networks checked")
+	core.Debugf("egress: networks checked")
 	// The sandbox exists already and this call changes no policy: its
 	// proxy URL is all it needs (an exec in the sidecar costs ~0.1 s).
 	if rules == nil && known != "" {
@@ -809,7 +810,7 @@ func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules,
 	if err != nil {
 		return att, err
 	}
-	sbexec.Debugf("egress: policy set")
+	core.Debugf("egress: policy set")
 	att.ProxyURL = fmt.Sprintf("http://%s:%s@%s:%d", scope, entry.Token, lay.Proxy, ProxyPort)
 	att.Env, att.Rules = ProxyEnv(att.ProxyURL), entry.Rules
 	return att, nil
@@ -826,7 +827,7 @@ func (m *Manager) EnsureNetwork(ctx context.Context, scope string) (n network.In
 }
 
 func (m *Manager) attachNetwork(ctx context.Context, c *container.InspectResponse, s Settings, scope string) (n network.Inspect, lay Layout, created bool, err error) {
-	sbexec.Debugf("egress: sidecar ready")
+	core.Debugf("egress: sidecar ready")
 	n, lay, created, err = m.ensureNetwork(ctx, scope, s)
 	if err != nil {
 		return n, lay, false, err
@@ -834,7 +835,7 @@ func (m *Manager) attachNetwork(ctx context.Context, c *container.InspectRespons
 	if err := m.connect(ctx, c, n); err != nil {
 		return n, lay, created, err
 	}
-	sbexec.Debugf("egress: scope network ready")
+	core.Debugf("egress: scope network ready")
 	return n, lay, created, nil
 }
 
@@ -860,11 +861,11 @@ func (m *Manager) setScope(ctx context.Context, id, scope string, rules *policy.
 	}
 	if code != 0 {
 		msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(errb.String()), "sandbox-helper proxy policy: "))
-		return ScopeEntry{}, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not update the policy of %s: %s", scope, msg)
+		return ScopeEntry{}, core.Errorf(CodeEgressUnavailable, "the egress sidecar could not update the policy of %s: %s", scope, msg)
 	}
 	var e ScopeEntry
 	if err := json.Unmarshal(out.Bytes(), &e); err != nil || e.Token == "" {
-		return ScopeEntry{}, sbexec.Errorf(CodeEgressUnavailable, "bad answer from the egress sidecar: %q", out.String())
+		return ScopeEntry{}, core.Errorf(CodeEgressUnavailable, "bad answer from the egress sidecar: %q", out.String())
 	}
 	return e, nil
 }
@@ -894,11 +895,11 @@ func (m *Manager) ReadState(ctx context.Context, c *container.InspectResponse) (
 		return State{}, err
 	}
 	if code != 0 {
-		return State{}, sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not report its state: %s", strings.TrimSpace(errb.String()))
+		return State{}, core.Errorf(CodeEgressUnavailable, "the egress sidecar could not report its state: %s", strings.TrimSpace(errb.String()))
 	}
 	var st State
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil || st.Policy == nil {
-		return State{}, sbexec.Errorf(CodeEgressUnavailable, "bad state from the egress sidecar: %v", err)
+		return State{}, core.Errorf(CodeEgressUnavailable, "bad state from the egress sidecar: %v", err)
 	}
 	return st, nil
 }
@@ -913,7 +914,7 @@ func (m *Manager) RunningSidecar(ctx context.Context) (*container.InspectRespons
 		return nil, err
 	}
 	if c == nil {
-		return nil, sbexec.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start` (a proxy-mode exec starts it too)")
+		return nil, core.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start` (a proxy-mode exec starts it too)")
 	}
 	if running(c) && !outdated(c) {
 		return c, m.refresh(ctx, c, settingsFromLabels(c.Config.Labels))
@@ -926,12 +927,12 @@ func (m *Manager) RunningSidecar(ctx context.Context) (*container.InspectRespons
 // was checked) and returns its exit code.
 func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: sbexec.SandboxUser, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
-		Cmd: append([]string{sbexec.HelperPath}, args...),
+		User: core.SandboxUser, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
+		Cmd: append([]string{core.HelperPath}, args...),
 	})
 	if err != nil {
 		if notFound(err) || strings.Contains(err.Error(), "is not running") {
-			return -1, sbexec.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start`")
+			return -1, core.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start`")
 		}
 		return -1, sbexec.EngineError(err, "cannot run the helper in the egress sidecar")
 	}
@@ -961,7 +962,7 @@ func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdi
 		if errors.Is(err, io.ErrClosedPipe) {
 			return 0, nil
 		}
-		return -1, sbexec.Wrap(CodeEgressUnavailable, err, "lost the egress sidecar's stream")
+		return -1, core.Wrap(CodeEgressUnavailable, err, "lost the egress sidecar's stream")
 	}
 	ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 	if err != nil {
@@ -1032,7 +1033,7 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) er
 		return sbexec.EngineError(err, "cannot inspect network "+NetworkName(scope))
 	}
 	if got, _, ok := scopeNetwork(n); !ok || got != scope {
-		return sbexec.Errorf(sbexec.CodeEngineError, "network %s is not a docker sandbox scope network: left alone", n.Name)
+		return core.Errorf(core.CodeEngineError, "network %s is not a docker sandbox scope network: left alone", n.Name)
 	}
 	c, err := m.sidecar(ctx)
 	if err != nil {
@@ -1040,7 +1041,7 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) er
 	}
 	for id, ep := range n.Containers {
 		if c == nil || id != c.ID {
-			return sbexec.Errorf(sbexec.CodeScopeBusy, "network %s is still used by %s", n.Name, ep.Name)
+			return core.Errorf(core.CodeScopeBusy, "network %s is still used by %s", n.Name, ep.Name)
 		}
 	}
 	if c != nil {

@@ -21,8 +21,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // fakeEngine is the part of the Engine API the tests below use; any other
@@ -175,7 +175,7 @@ func bridgeNet(name, subnet, gateway string, labels map[string]string, internal 
 }
 
 func scopeLabels(scope string) map[string]string {
-	return map[string]string{sbexec.LabelManaged: "true", sbexec.LabelKind: KindNetwork, sbexec.LabelScope: scope}
+	return map[string]string{core.LabelManaged: "true", core.LabelKind: KindNetwork, core.LabelScope: scope}
 }
 
 // HostNetworks: every gateway, the first address of a subnet without one
@@ -194,11 +194,11 @@ func TestHostNetworks(t *testing.T) {
 		aux, v6,
 		{Name: "host", Driver: "host"}, {Name: "none", Driver: "null"},
 		bridgeNet(NetworkName("a"), "10.213.4.64/26", "10.213.4.65", scopeLabels("a"), true),
-		bridgeNet("corp-lan", "10.213.9.0/26", "10.213.9.1", scopeLabels("b"), true),                                                                 // wrong name
-		bridgeNet(NetworkName("c"), "10.213.10.0/26", "10.213.10.1", scopeLabels("c"), false),                                                        // not internal
-		bridgeNet(NetworkName("d"), "10.99.0.0/26", "10.99.0.1", scopeLabels("d"), true),                                                             // outside the pool
-		bridgeNet(NetworkName("e"), "10.213.11.0/26", "10.213.11.1", scopeLabels("other"), true),                                                     // label says another scope
-		bridgeNet(NetworkName("f"), "10.213.12.0/26", "10.213.12.1", map[string]string{sbexec.LabelKind: KindNetwork, sbexec.LabelScope: "f"}, true), // not managed
+		bridgeNet("corp-lan", "10.213.9.0/26", "10.213.9.1", scopeLabels("b"), true),                                                             // wrong name
+		bridgeNet(NetworkName("c"), "10.213.10.0/26", "10.213.10.1", scopeLabels("c"), false),                                                    // not internal
+		bridgeNet(NetworkName("d"), "10.99.0.0/26", "10.99.0.1", scopeLabels("d"), true),                                                         // outside the pool
+		bridgeNet(NetworkName("e"), "10.213.11.0/26", "10.213.11.1", scopeLabels("other"), true),                                                 // label says another scope
+		bridgeNet(NetworkName("f"), "10.213.12.0/26", "10.213.12.1", map[string]string{core.LabelKind: KindNetwork, core.LabelScope: "f"}, true), // not managed
 	}
 	got := HostNetworks(nets, s)
 	want := policy.Networks{Version: 1, Host: []netip.Addr{}, Scopes: map[string]netip.Prefix{"a": netip.MustParsePrefix("10.213.4.64/26")}}
@@ -237,7 +237,7 @@ func TestSquattedObjectsRefused(t *testing.T) {
 	ctx := context.Background()
 	// A user's container named like the sidecar, with copied labels of
 	// another kind, or none.
-	for _, labels := range []map[string]string{nil, {sbexec.LabelManaged: "true", sbexec.LabelKind: sbexec.KindSandbox}, {sbexec.LabelKind: KindSidecar}} {
+	for _, labels := range []map[string]string{nil, {core.LabelManaged: "true", core.LabelKind: core.KindSandbox}, {core.LabelKind: KindSidecar}} {
 		f := &fakeEngine{containers: map[string]container.InspectResponse{SidecarName: sidecarCtr("squat", labels, true)}}
 		m := &Manager{Engine: f}
 		if _, _, err := m.Ensure(ctx); err == nil || !strings.Contains(err.Error(), "not the egress sidecar") {
@@ -269,7 +269,7 @@ func TestSquattedObjectsRefused(t *testing.T) {
 		t.Errorf("listed a look-alike: %v", nets)
 	}
 	// A volume named like the sidecar's data, not made by the plugin.
-	f = &fakeEngine{volumes: map[string]volume.Volume{VolumeName: {Name: VolumeName, Labels: map[string]string{sbexec.LabelManaged: "true"}}}}
+	f = &fakeEngine{volumes: map[string]volume.Volume{VolumeName: {Name: VolumeName, Labels: map[string]string{core.LabelManaged: "true"}}}}
 	m = &Manager{Engine: f, Images: fakeImages{}}
 	if _, err := m.Kept(ctx); err == nil || !strings.Contains(err.Error(), "not the egress data") {
 		t.Errorf("Kept with a look-alike volume: %v", err)
@@ -298,7 +298,7 @@ func TestRefreshPushesOnlyChanges(t *testing.T) {
 	// exec fails, after being asked for).
 	f.networks = append(f.networks, bridgeNet("later", "172.25.0.0/16", "172.25.0.1", nil, false))
 	err := m.Refresh(context.Background())
-	want := "sc1 " + sbexec.HelperPath + " proxy networks --networks " + NetworksFile + " --if-match " + hex.EncodeToString(sum[:]) + " set"
+	want := "sc1 " + core.HelperPath + " proxy networks --networks " + NetworksFile + " --if-match " + hex.EncodeToString(sum[:]) + " set"
 	if len(f.execs) != 1 || strings.Join(f.execs[0], " ") != want || err == nil {
 		t.Fatalf("execs %v, err %v", f.execs, err)
 	}
@@ -328,7 +328,7 @@ func TestKeptSettings(t *testing.T) {
 	}
 	// Other settings: a mismatch, and nothing is touched.
 	_, _, err = m.Start(ctx, Settings{}, true, false)
-	if err == nil || sbexec.AsError(err).Code != CodeEgressMismatch || !strings.Contains(err.Error(), "lab") {
+	if err == nil || core.AsError(err).Code != CodeEgressMismatch || !strings.Contains(err.Error(), "lab") {
 		t.Fatalf("start with the defaults against kept settings: %v", err)
 	}
 	if len(f.removed) != 0 || len(f.execs) != 0 {
@@ -346,18 +346,18 @@ func TestKeptSettings(t *testing.T) {
 	// record in the volume, read through a container that is never
 	// started and removed after.
 	f = &fakeEngine{containers: map[string]container.InspectResponse{},
-		volumes: map[string]volume.Volume{VolumeName: {Name: VolumeName, Labels: map[string]string{sbexec.LabelManaged: "true", sbexec.LabelKind: KindData}}},
+		volumes: map[string]volume.Volume{VolumeName: {Name: VolumeName, Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: KindData}}},
 		files:   map[string][]byte{"tmp1:" + SettingsFile: pinned.record()}}
 	m = &Manager{Engine: f, Images: fakeImages{}}
 	k, err = m.Kept(ctx)
 	if err != nil || k == nil || k.Hash() != pinned.Hash() {
 		t.Fatalf("kept from the volume: %+v %v", k, err)
 	}
-	if len(f.created) != 1 || !strings.HasPrefix(f.created[0], sbexec.PluginObjectPrefix) || len(f.removed) != 1 || f.removed[0] != "container tmp1" {
+	if len(f.created) != 1 || !strings.HasPrefix(f.created[0], core.PluginObjectPrefix) || len(f.removed) != 1 || f.removed[0] != "container tmp1" {
 		t.Fatalf("reader container: created %v, removed %v", f.created, f.removed)
 	}
 	_, _, err = m.Start(ctx, Settings{OutboundNetwork: "bridge"}, true, false)
-	if err == nil || sbexec.AsError(err).Code != CodeEgressMismatch {
+	if err == nil || core.AsError(err).Code != CodeEgressMismatch {
 		t.Fatalf("start with other settings against settings kept in the volume: %v", err)
 	}
 	// No container, no volume: nothing kept.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // Status is `egress status --format json`.
@@ -89,7 +89,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 			st.Container = st.Container[:12]
 		}
 		st.Image = c.Config.Image
-		st.Version = c.Config.Labels[sbexec.LabelVersion]
+		st.Version = c.Config.Labels[core.LabelVersion]
 		st.OutboundNetwork, st.SubnetPool, st.SubnetBits, st.NoDNS = s.OutboundNetwork, s.Pool.String(), s.Bits, s.NoDNS
 		if s.Hosts != nil {
 			st.Hosts = s.Hosts
@@ -109,7 +109,7 @@ func (m *Manager) Status(ctx context.Context) (Status, error) {
 		if err != nil {
 			continue
 		}
-		ns := NetworkStatus{Scope: full.Labels[sbexec.LabelScope], Name: full.Name}
+		ns := NetworkStatus{Scope: full.Labels[core.LabelScope], Name: full.Name}
 		if sub, ok := subnetOf(full); ok {
 			ns.Subnet = sub.String()
 			if lay, err := LayoutOf(sub); err == nil {
@@ -169,7 +169,7 @@ func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer
 	}
 	if c != nil && !running(c) {
 		if follow {
-			return sbexec.Errorf(CodeEgressNotRunning, "the egress sidecar is stopped: nothing would follow (start it with `docker sandbox egress start`, or drop -f to read its log as it is)")
+			return core.Errorf(CodeEgressNotRunning, "the egress sidecar is stopped: nothing would follow (start it with `docker sandbox egress start`, or drop -f to read its log as it is)")
 		}
 		return m.stoppedLogs(ctx, c.ID, tail, out)
 	}
@@ -197,7 +197,7 @@ func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer
 		return err
 	}
 	if code != 0 {
-		return sbexec.Errorf(CodeEgressUnavailable, "the egress sidecar could not read its log: %s", strings.TrimSpace(errb.String()))
+		return core.Errorf(CodeEgressUnavailable, "the egress sidecar could not read its log: %s", strings.TrimSpace(errb.String()))
 	}
 	return nil
 }

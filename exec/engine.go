@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Engine is the part of the Engine API this package uses.
@@ -38,28 +40,28 @@ type Engine interface {
 var _ Engine = (*client.Client)(nil)
 
 // scopeFilter selects the plugin's objects of one scope (and session).
-func scopeFilter(t Target, kind string) filters.Args {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelScope+"="+t.Scope))
+func scopeFilter(t core.Target, kind string) filters.Args {
+	f := filters.NewArgs(filters.Arg("label", core.LabelManaged+"=true"), filters.Arg("label", core.LabelScope+"="+t.Scope))
 	if t.Session != "" {
-		f.Add("label", LabelSession+"="+t.Session)
+		f.Add("label", core.LabelSession+"="+t.Session)
 	}
 	if kind != "" {
-		f.Add("label", LabelKind+"="+kind)
+		f.Add("label", core.LabelKind+"="+kind)
 	}
 	return f
 }
 
 // EngineError classifies an error from the engine: unreachable engines get
 // their own code so scripts can tell them from bad input.
-func EngineError(err error, what string) *Error {
-	var e *Error
+func EngineError(err error, what string) *core.Error {
+	var e *core.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if IsUnreachable(err) {
-		return Wrap(CodeEngineUnreachable, err, "cannot reach the Docker Engine (check `docker context ls`, DOCKER_HOST, or that the engine runs)")
+		return core.Wrap(core.CodeEngineUnreachable, err, "cannot reach the Docker Engine (check `docker context ls`, DOCKER_HOST, or that the engine runs)")
 	}
-	return Wrap(CodeEngineError, err, "%s", what)
+	return core.Wrap(core.CodeEngineError, err, "%s", what)
 }
 
 // IsUnreachable tells a connection failure from an API error.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"path"
 	"strings"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Language describes how the helper runs code of one language.
@@ -51,7 +53,7 @@ func DetectLanguage(explicit, fileName string, code []byte, def string) (Languag
 	pick := func(name, ext string) (Language, error) {
 		l, ok := LookupLanguage(name)
 		if !ok {
-			return Language{}, Errorf(CodeBadFlag, "unknown language %q: use one of %s", name, strings.Join(LanguageNames, ", "))
+			return Language{}, core.Errorf(core.CodeBadFlag, "unknown language %q: use one of %s", name, strings.Join(LanguageNames, ", "))
 		}
 		if ext != "" && byExt[ext] == l.Name {
 			l.Ext = ext

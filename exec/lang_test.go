@@ -1,6 +1,10 @@
 package exec
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
+)
 
 func TestDetectLanguage(t *testing.T) {
 	cases := []struct {
@@ -39,8 +43,8 @@ func TestDetectLanguage(t *testing.T) {
 		if err == nil && (l.Name != c.want || l.Ext != c.ext) {
 			t.Errorf("%+v: got %s %s", c, l.Name, l.Ext)
 		}
-		if err != nil && AsError(err).Exit != 125 {
-			t.Errorf("%+v: exit %d", c, AsError(err).Exit)
+		if err != nil && core.AsError(err).Exit != 125 {
+			t.Errorf("%+v: exit %d", c, core.AsError(err).Exit)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // The lifecycle of a sandbox (ls, inspect, stop, rm, prune, shell, the limit
@@ -69,7 +71,7 @@ type lifecycleEngine interface {
 func (m *Manager) lc() (lifecycleEngine, error) {
 	e, ok := m.Engine.(lifecycleEngine)
 	if !ok {
-		return nil, Errorf(CodeInternal, "the engine client does not offer the calls the lifecycle commands need")
+		return nil, core.Errorf(core.CodeInternal, "the engine client does not offer the calls the lifecycle commands need")
 	}
 	return e, nil
 }
@@ -102,7 +104,7 @@ type Sandbox struct {
 }
 
 // Target returns the sandbox's target.
-func (s *Sandbox) Target() Target { return Target{Scope: s.Scope, Session: s.Session} }
+func (s *Sandbox) Target() core.Target { return core.Target{Scope: s.Scope, Session: s.Session} }
 
 // ExecInfo is an exec of a sandbox's container that has not exited.
 type ExecInfo struct {
@@ -127,33 +129,33 @@ func ParseFilters(args []string) (Filter, error) {
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
-			return f, Errorf(CodeBadFlag, "invalid --filter %q: want KEY=VALUE with KEY scope, session, state or label", a)
+			return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: want KEY=VALUE with KEY scope, session, state or label", a)
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case "scope":
-			if err := ValidateName("scope", v); err != nil {
-				return f, Errorf(CodeBadFlag, "invalid --filter %q: %v", a, err)
+			if err := core.ValidateName("scope", v); err != nil {
+				return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: %v", a, err)
 			}
 			f.Scopes = append(f.Scopes, v)
 		case "session":
 			if v != "" {
-				if err := ValidateName("session", v); err != nil {
-					return f, Errorf(CodeBadFlag, "invalid --filter %q: %v", a, err)
+				if err := core.ValidateName("session", v); err != nil {
+					return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: %v", a, err)
 				}
 			}
 			f.Sessions = append(f.Sessions, v)
 		case "state":
 			if !contains(States, v) {
-				return f, Errorf(CodeBadFlag, "invalid --filter %q: state is one of %s", a, strings.Join(States, ", "))
+				return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: state is one of %s", a, strings.Join(States, ", "))
 			}
 			f.States = append(f.States, v)
 		case "label":
 			if v == "" {
-				return f, Errorf(CodeBadFlag, "invalid --filter %q: want label=KEY or label=KEY=VALUE", a)
+				return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: want label=KEY or label=KEY=VALUE", a)
 			}
 			f.Labels = append(f.Labels, v)
 		default:
-			return f, Errorf(CodeBadFlag, "invalid --filter %q: unknown key %q (want scope, session, state or label)", a, k)
+			return f, core.Errorf(core.CodeBadFlag, "invalid --filter %q: unknown key %q (want scope, session, state or label)", a, k)
 		}
 	}
 	return f, nil
@@ -186,9 +188,9 @@ func contains(ss []string, s string) bool {
 // managedFilter selects the plugin's objects of a kind ("" = any), with the
 // extra label filters.
 func managedFilter(kind string, labels []string) filters.Args {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))
+	f := filters.NewArgs(filters.Arg("label", core.LabelManaged+"=true"))
 	if kind != "" {
-		f.Add("label", LabelKind+"="+kind)
+		f.Add("label", core.LabelKind+"="+kind)
 	}
 	for _, l := range labels {
 		f.Add("label", l)
@@ -219,11 +221,11 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
-	cf := managedFilter(KindSandbox, o.Filter.Labels)
+	cf := managedFilter(core.KindSandbox, o.Filter.Labels)
 	vf := managedFilter("", o.Filter.Labels)
 	if len(o.Filter.Scopes) == 1 {
-		cf.Add("label", LabelScope+"="+o.Filter.Scopes[0])
-		vf.Add("label", LabelScope+"="+o.Filter.Scopes[0])
+		cf.Add("label", core.LabelScope+"="+o.Filter.Scopes[0])
+		vf.Add("label", core.LabelScope+"="+o.Filter.Scopes[0])
 	}
 	var (
 		cs   []container.Summary
@@ -277,8 +279,8 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
 // look-alike (copied labels, a sandbox's name without its mounts, labels
 // that name another target) is left out.
 func assemble(cs []container.Summary, vols []*volume.Volume) []*Sandbox {
-	rows := map[Target]*Sandbox{}
-	get := func(t Target) *Sandbox {
+	rows := map[core.Target]*Sandbox{}
+	get := func(t core.Target) *Sandbox {
 		s := rows[t]
 		if s == nil {
 			s = &Sandbox{Scope: t.Scope, Session: t.Session, Volumes: []string{}}
@@ -298,13 +300,13 @@ func assemble(cs []container.Summary, vols []*volume.Volume) []*Sandbox {
 		}
 		s.ctr = c
 		s.Container = shortID(c.ID)
-		s.Image = c.Labels[LabelImage]
+		s.Image = c.Labels[core.LabelImage]
 		if s.Image == "" {
 			s.Image = c.Image
 		}
-		s.Network = c.Labels[LabelNetwork]
-		s.Runtime = c.Labels[LabelRuntime]
-		s.IdleTTL = c.Labels[LabelIdleTTL]
+		s.Network = c.Labels[core.LabelNetwork]
+		s.Runtime = c.Labels[core.LabelRuntime]
+		s.IdleTTL = c.Labels[core.LabelIdleTTL]
 		s.Created = time.Unix(c.Created, 0).UTC()
 		s.State = containerState(c.State)
 	}
@@ -416,7 +418,7 @@ func lastExecEnds(ctx context.Context, e lifecycleEngine, rows []*Sandbox, now t
 		}
 	}
 	f := filters.NewArgs(filters.Arg("type", "container"), filters.Arg("event", "exec_die"),
-		filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", LabelKind+"="+KindSandbox))
+		filters.Arg("label", core.LabelManaged+"=true"), filters.Arg("label", core.LabelKind+"="+core.KindSandbox))
 	// The engine replays its buffer up to Until and closes the stream; the
 	// deadline guards against an engine whose clock is behind ours.
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -527,14 +529,14 @@ func forEach(n int, f func(i int)) {
 
 // Find returns the sandbox of a target (with or without a container), or a
 // not_found error.
-func (m *Manager) Find(ctx context.Context, t Target, size bool) (*Sandbox, error) {
+func (m *Manager) Find(ctx context.Context, t core.Target, size bool) (*Sandbox, error) {
 	f := Filter{Scopes: []string{t.Scope}, Sessions: []string{t.Session}}
 	rows, err := m.List(ctx, ListOptions{All: true, Filter: f, Size: size})
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, Errorf(CodeNotFound, "no sandbox %s (neither a container nor data): see `docker sandbox ls -a`", t)
+		return nil, core.Errorf(core.CodeNotFound, "no sandbox %s (neither a container nor data): see `docker sandbox ls -a`", t)
 	}
 	return rows[0], nil
 }
@@ -570,7 +572,7 @@ func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, e
 	var sidecar []string
 	for id, ep := range n.Containers {
 		if ep.Name != ownSidecarName {
-			return false, Errorf(CodeScopeBusy, "network %s of scope %s is still used by container %s; run the rm again once it is gone, or remove it", name, scope, ep.Name)
+			return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is still used by container %s; run the rm again once it is gone, or remove it", name, scope, ep.Name)
 		}
 		sidecar = append(sidecar, id)
 	}
@@ -584,7 +586,7 @@ func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, e
 	case isNotFound(err):
 		return false, nil
 	case isConflict(err) || strings.Contains(err.Error(), "active endpoints"):
-		return false, Errorf(CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
+		return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
 	default:
 		return false, EngineError(err, "cannot remove network "+name)
 	}

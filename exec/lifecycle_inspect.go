@@ -10,6 +10,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Details is one element of `docker sandbox inspect`.
@@ -108,11 +110,11 @@ type HelperStatus struct {
 // Inspect returns the details of a target. For a running sandbox it runs
 // `sandbox-helper status` in it (a process of a few milliseconds, which the
 // helper's once-a-second idle check may count as use).
-func (m *Manager) Inspect(ctx context.Context, t Target, size bool) (*Details, error) {
+func (m *Manager) Inspect(ctx context.Context, t core.Target, size bool) (*Details, error) {
 	return m.inspect(ctx, t, size, true)
 }
 
-func (m *Manager) inspect(ctx context.Context, t Target, size, again bool) (*Details, error) {
+func (m *Manager) inspect(ctx context.Context, t core.Target, size, again bool) (*Details, error) {
 	s, err := m.Find(ctx, t, size)
 	if err != nil {
 		return nil, err
@@ -210,7 +212,7 @@ func (m *Manager) helperStatus(ctx context.Context, id string) (*HelperStatus, e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: []string{HelperPath, "status"},
+		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: []string{core.HelperPath, "status"},
 	})
 	if err != nil {
 		return nil, err
@@ -226,7 +228,7 @@ func (m *Manager) helperStatus(ctx context.Context, id string) (*HelperStatus, e
 	}
 	var hs HelperStatus
 	if err := json.Unmarshal(out.Bytes(), &hs); err != nil {
-		return nil, Wrap(CodeInternal, err, "bad answer from sandbox-helper status (%s)", strings.TrimSpace(errb.String()))
+		return nil, core.Wrap(core.CodeInternal, err, "bad answer from sandbox-helper status (%s)", strings.TrimSpace(errb.String()))
 	}
 	return &hs, nil
 }

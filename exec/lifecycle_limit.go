@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // DefaultMaxSandboxes is the limit of live sandboxes per engine when the
@@ -25,14 +27,14 @@ func (m *Manager) checkLimit(ctx context.Context) error {
 	}
 	var labels []string
 	if id := testRunScope(); id != "" {
-		labels = append(labels, LabelTestRun+"="+id)
+		labels = append(labels, core.LabelTestRun+"="+id)
 	}
 	n, err := m.CountLive(ctx, labels)
 	if err != nil {
 		return err
 	}
 	if n >= max {
-		return Errorf(CodeLimitReached, "limit reached: the engine already has %d live sandboxes and max_sandboxes is %d; nothing was created. Stop or remove some (`docker sandbox ls`, `docker sandbox stop SCOPE`, `docker sandbox prune`), or raise max_sandboxes (config, or DOCKER_SANDBOX_MAX_SANDBOXES)", n, max)
+		return core.Errorf(core.CodeLimitReached, "limit reached: the engine already has %d live sandboxes and max_sandboxes is %d; nothing was created. Stop or remove some (`docker sandbox ls`, `docker sandbox stop SCOPE`, `docker sandbox prune`), or raise max_sandboxes (config, or DOCKER_SANDBOX_MAX_SANDBOXES)", n, max)
 	}
 	return nil
 }
@@ -41,7 +43,7 @@ func (m *Manager) checkLimit(ctx context.Context) error {
 // running or paused: OwnSandbox; a look-alike does not count), with extra
 // label filters.
 func (m *Manager) CountLive(ctx context.Context, labels []string) (int, error) {
-	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: managedFilter(KindSandbox, labels)})
+	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: managedFilter(core.KindSandbox, labels)})
 	if err != nil {
 		return 0, EngineError(err, "cannot count the live sandboxes")
 	}

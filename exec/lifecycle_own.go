@@ -6,6 +6,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Which objects are the plugin's own.
@@ -32,17 +34,17 @@ import (
 // (egress, images: they import this one). TestOwnNamesMatchTheirMakers
 // checks that they agree.
 const (
-	ownSidecarName    = PluginObjectPrefix + "egress"  // egress.SidecarName
-	kindSidecar       = "egress-sidecar"               // egress.KindSidecar
-	scopeNetPrefix    = PluginObjectPrefix + "net."    // egress.NetworkPrefix
-	kindScopeNetwork  = "egress-network"               // egress.KindNetwork
-	helperVolumeStart = PluginObjectPrefix + "helper." // images.Builder.HelperVolume
-	probeNameStart    = PluginObjectPrefix + "probe."  // probeOnce
+	ownSidecarName    = core.PluginObjectPrefix + "egress"  // egress.SidecarName
+	kindSidecar       = "egress-sidecar"                    // egress.KindSidecar
+	scopeNetPrefix    = core.PluginObjectPrefix + "net."    // egress.NetworkPrefix
+	kindScopeNetwork  = "egress-network"                    // egress.KindNetwork
+	helperVolumeStart = core.PluginObjectPrefix + "helper." // images.Builder.HelperVolume
+	probeNameStart    = core.PluginObjectPrefix + "probe."  // probeOnce
 )
 
 // managedAs reports whether labels say "the plugin's, of this kind".
 func managedAs(labels map[string]string, kind string) bool {
-	return labels[LabelManaged] == "true" && labels[LabelKind] == kind
+	return labels[core.LabelManaged] == "true" && labels[core.LabelKind] == kind
 }
 
 // primaryName is a container's own name from a list entry's Names (which
@@ -61,18 +63,18 @@ func primaryName(names []string) string {
 // parses (ParseContainerName) to exactly the target its labels name, its
 // kind is sandbox, and it has the plugin's three mounts for that target.
 // ok is false for anything else, look-alikes with copied labels included.
-func OwnSandbox(name string, labels map[string]string, mounts []container.MountPoint) (Target, bool) {
-	t, ok := ParseContainerName(name)
-	if !ok || !managedAs(labels, KindSandbox) {
-		return Target{}, false
+func OwnSandbox(name string, labels map[string]string, mounts []container.MountPoint) (core.Target, bool) {
+	t, ok := core.ParseContainerName(name)
+	if !ok || !managedAs(labels, core.KindSandbox) {
+		return core.Target{}, false
 	}
-	if labels[LabelScope] != t.Scope || labels[LabelSession] != t.Session {
-		return Target{}, false
+	if labels[core.LabelScope] != t.Scope || labels[core.LabelSession] != t.Session {
+		return core.Target{}, false
 	}
-	if !hasVolumeMount(mounts, WorkspaceDir, true, func(n string) bool { return n == t.WorkspaceVolume() }) ||
-		!hasVolumeMount(mounts, UserDir, true, func(n string) bool { return n == t.UserVolume() }) ||
-		!hasVolumeMount(mounts, HelperDir, false, isHelperVolumeName) {
-		return Target{}, false
+	if !hasVolumeMount(mounts, core.WorkspaceDir, true, func(n string) bool { return n == t.WorkspaceVolume() }) ||
+		!hasVolumeMount(mounts, core.UserDir, true, func(n string) bool { return n == t.UserVolume() }) ||
+		!hasVolumeMount(mounts, core.HelperDir, false, isHelperVolumeName) {
+		return core.Target{}, false
 	}
 	return t, true
 }
@@ -98,17 +100,17 @@ func isHelperVolumeName(n string) bool {
 }
 
 // ownSandboxSummary is OwnSandbox for an entry of a container list.
-func ownSandboxSummary(c *container.Summary) (Target, bool) {
+func ownSandboxSummary(c *container.Summary) (core.Target, bool) {
 	if c == nil {
-		return Target{}, false
+		return core.Target{}, false
 	}
 	return OwnSandbox(primaryName(c.Names), c.Labels, c.Mounts)
 }
 
 // OwnSandboxInspect is OwnSandbox for an inspected container.
-func OwnSandboxInspect(c *container.InspectResponse) (Target, bool) {
+func OwnSandboxInspect(c *container.InspectResponse) (core.Target, bool) {
 	if c == nil || c.ContainerJSONBase == nil || c.Config == nil {
-		return Target{}, false
+		return core.Target{}, false
 	}
 	return OwnSandbox(c.Name, c.Config.Labels, c.Mounts)
 }
@@ -117,13 +119,13 @@ func OwnSandboxInspect(c *container.InspectResponse) (Target, bool) {
 // volume this is: its name parses (ParseVolumeName) to the target and kind
 // its labels name. ok is false for anything else: a volume named like a
 // scope's without the labels, or with labels that name another target.
-func OwnVolume(v *volume.Volume) (Target, string, bool) {
+func OwnVolume(v *volume.Volume) (core.Target, string, bool) {
 	if v == nil {
-		return Target{}, "", false
+		return core.Target{}, "", false
 	}
-	t, kind, ok := ParseVolumeName(v.Name)
-	if !ok || !managedAs(v.Labels, kind) || v.Labels[LabelScope] != t.Scope || v.Labels[LabelSession] != t.Session {
-		return Target{}, "", false
+	t, kind, ok := core.ParseVolumeName(v.Name)
+	if !ok || !managedAs(v.Labels, kind) || v.Labels[core.LabelScope] != t.Scope || v.Labels[core.LabelSession] != t.Session {
+		return core.Target{}, "", false
 	}
 	return t, kind, true
 }
@@ -133,7 +135,7 @@ func OwnVolume(v *volume.Volume) (Target, string, bool) {
 // egress-network of that scope.
 func OwnScopeNetwork(name string, labels map[string]string) (string, bool) {
 	scope, found := strings.CutPrefix(name, scopeNetPrefix)
-	if !found || ValidateName("scope", scope) != nil || !managedAs(labels, kindScopeNetwork) || labels[LabelScope] != scope {
+	if !found || core.ValidateName("scope", scope) != nil || !managedAs(labels, kindScopeNetwork) || labels[core.LabelScope] != scope {
 		return "", false
 	}
 	return scope, true
@@ -142,22 +144,22 @@ func OwnScopeNetwork(name string, labels map[string]string) (string, bool) {
 // ownHelperVolume: a helper volume (kind helper, named in the plugin's
 // helper namespace).
 func ownHelperVolume(v *volume.Volume) bool {
-	return v != nil && managedAs(v.Labels, KindHelper) && isHelperVolumeName(v.Name)
+	return v != nil && managedAs(v.Labels, core.KindHelper) && isHelperVolumeName(v.Name)
 }
 
 // ownSeeder: the container that seeds a sandbox's volumes, as run.go's
 // seed makes it: never started, the helper as its whole command, a helper
 // volume at /opt/sandbox. A container anyone ran is not "created".
 func ownSeeder(c *container.Summary) bool {
-	return managedAs(c.Labels, KindSeeder) && c.State == "created" && strings.TrimSpace(c.Command) == HelperPath &&
-		hasVolumeMount(c.Mounts, HelperDir, true, isHelperVolumeName)
+	return managedAs(c.Labels, core.KindSeeder) && c.State == "created" && strings.TrimSpace(c.Command) == core.HelperPath &&
+		hasVolumeMount(c.Mounts, core.HelperDir, true, isHelperVolumeName)
 }
 
 // ownProbe: the data probe, as probeOnce makes it (its name, the helper's
 // status --newest).
 func ownProbe(c *container.Summary) bool {
 	return managedAs(c.Labels, KindProbe) && strings.HasPrefix(primaryName(c.Names), probeNameStart) &&
-		strings.HasPrefix(c.Command, HelperPath+" status --newest ")
+		strings.HasPrefix(c.Command, core.HelperPath+" status --newest ")
 }
 
 // ownSidecar: the egress sidecar (its fixed name and kind).

@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // PruneOptions tells Prune what to remove.
@@ -195,8 +197,8 @@ func ctrItem(c container.Summary, reason string) PruneItem {
 	if len(c.Names) > 0 {
 		name = strings.TrimPrefix(c.Names[0], "/")
 	}
-	return PruneItem{Type: "container", Name: name, ID: c.ID, Kind: c.Labels[LabelKind],
-		Scope: c.Labels[LabelScope], Session: c.Labels[LabelSession], Reason: reason}
+	return PruneItem{Type: "container", Name: name, ID: c.ID, Kind: c.Labels[core.LabelKind],
+		Scope: c.Labels[core.LabelScope], Session: c.Labels[core.LabelSession], Reason: reason}
 }
 
 // planContainers decides which containers go, and returns the others. It
@@ -209,7 +211,7 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 		c := cs[i]
 		created := time.Unix(c.Created, 0)
 		switch {
-		case managedAs(c.Labels, KindSandbox):
+		case managedAs(c.Labels, core.KindSandbox):
 			if _, ok := ownSandboxSummary(&c); !ok {
 				continue // not ours
 			}
@@ -221,12 +223,12 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 				remove = append(remove, ctrItem(c, "expired: created but never started"))
 				continue
 			}
-			if c.Labels[LabelNetwork] == "proxy" {
+			if c.Labels[core.LabelNetwork] == "proxy" {
 				proxyUsed = true
 			}
 		case ownSeeder(&c) || ownProbe(&c):
 			if older(created, now, grace) {
-				remove = append(remove, ctrItem(c, "orphan: a "+c.Labels[LabelKind]+" container left by an interrupted call"))
+				remove = append(remove, ctrItem(c, "orphan: a "+c.Labels[core.LabelKind]+" container left by an interrupted call"))
 				continue
 			}
 		case ownSidecar(&c):
@@ -252,7 +254,7 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 // container of the scope at all).
 func dataCandidates(vols []*volume.Volume, survivors []container.Summary) []*volume.Volume {
 	scopes := map[string]bool{}
-	targets := map[Target]bool{}
+	targets := map[core.Target]bool{}
 	for i := range survivors {
 		if t, ok := ownSandboxSummary(&survivors[i]); ok {
 			scopes[t.Scope] = true
@@ -264,9 +266,9 @@ func dataCandidates(vols []*volume.Volume, survivors []container.Summary) []*vol
 		t, kind, ok := OwnVolume(v)
 		switch {
 		case !ok:
-		case kind == KindUser && !scopes[t.Scope]:
+		case kind == core.KindUser && !scopes[t.Scope]:
 			out = append(out, v)
-		case kind == KindWorkspace && !targets[t]:
+		case kind == core.KindWorkspace && !targets[t]:
 			out = append(out, v)
 		}
 	}
@@ -275,8 +277,8 @@ func dataCandidates(vols []*volume.Volume, survivors []container.Summary) []*vol
 }
 
 func volItem(v *volume.Volume, reason string) PruneItem {
-	return PruneItem{Type: "volume", Name: v.Name, ID: v.Name, Kind: v.Labels[LabelKind],
-		Scope: v.Labels[LabelScope], Session: v.Labels[LabelSession], Reason: reason}
+	return PruneItem{Type: "volume", Name: v.Name, ID: v.Name, Kind: v.Labels[core.LabelKind],
+		Scope: v.Labels[core.LabelScope], Session: v.Labels[core.LabelSession], Reason: reason}
 }
 
 // planData decides which candidate volumes are old enough to go. A scope's
@@ -291,7 +293,7 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 	}
 	scopeUse := map[string]*use{}
 	for _, v := range cands {
-		s := v.Labels[LabelScope]
+		s := v.Labels[core.LabelScope]
 		u := scopeUse[s]
 		if u == nil {
 			u = &use{}
@@ -308,8 +310,8 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 	}
 	for _, v := range cands {
 		last, future, why := lastWritten(v, newest)
-		if v.Labels[LabelKind] == KindUser {
-			u := scopeUse[v.Labels[LabelScope]]
+		if v.Labels[core.LabelKind] == core.KindUser {
+			u := scopeUse[v.Labels[core.LabelScope]]
 			last, future, why = u.t, u.future, u.unknown
 		}
 		it := volItem(v, "")
@@ -401,7 +403,7 @@ func planNetworks(nets []network.Summary, survivors []container.Summary, now tim
 		if !ok || !older(n.Created, now, grace) || scopes[s] {
 			continue
 		}
-		out = append(out, PruneItem{Type: "network", Name: n.Name, ID: n.ID, Kind: n.Labels[LabelKind], Scope: s,
+		out = append(out, PruneItem{Type: "network", Name: n.Name, ID: n.ID, Kind: n.Labels[core.LabelKind], Scope: s,
 			Reason: "orphan: no sandbox of scope " + s})
 	}
 	return out
@@ -432,7 +434,7 @@ const probeBatch = 50
 // volumes mounted read-only) runs `sandbox-helper status --newest`.
 func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []string) (map[string]newestInfo, error) {
 	if m.Images == nil {
-		return nil, Errorf(CodeInternal, "reading the data of sandboxes needs the helper image")
+		return nil, core.Errorf(core.CodeInternal, "reading the data of sandboxes needs the helper image")
 	}
 	info, err := e.Info(ctx)
 	if err != nil {
@@ -453,7 +455,7 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 }
 
 func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, vols []string, out map[string]newestInfo) error {
-	args := []string{HelperPath, "status", "--newest"}
+	args := []string{core.HelperPath, "status", "--newest"}
 	var mounts []mount.Mount
 	dirOf := map[string]string{}
 	for _, v := range vols {
@@ -464,7 +466,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
 	}
 	pids := int64(32)
-	cfg := &container.Config{Image: ref, User: SandboxUser, Entrypoint: args, Labels: BaseLabels(KindProbe), WorkingDir: "/"}
+	cfg := &container.Config{Image: ref, User: core.SandboxUser, Entrypoint: args, Labels: core.BaseLabels(KindProbe), WorkingDir: "/"}
 	hc := &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 		IpcMode: "private", RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -514,7 +516,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 		} `json:"paths"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		return Errorf(CodeInternal, "bad answer from the data probe: %v (%s)", err, strings.TrimSpace(stderr.String()))
+		return core.Errorf(core.CodeInternal, "bad answer from the data probe: %v (%s)", err, strings.TrimSpace(stderr.String()))
 	}
 	for _, p := range rep.Paths {
 		if v, ok := dirOf[p.Path]; ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // errNotRunningYet makes withContainer start a container that exists but is
@@ -36,8 +38,8 @@ func (m *Manager) Ensure(ctx context.Context, spec Spec) (string, Result, error)
 }
 
 // notOwnError: a container holds the target's name and is not its sandbox.
-func notOwnError(name string, t Target) *Error {
-	return Errorf(CodeEngineError, "a container named %s exists and is not the docker sandbox of %s (its name, labels and mounts do not all say so): the plugin leaves it alone; remove or rename it, or use another scope", name, t)
+func notOwnError(name string, t core.Target) *core.Error {
+	return core.Errorf(core.CodeEngineError, "a container named %s exists and is not the docker sandbox of %s (its name, labels and mounts do not all say so): the plugin leaves it alone; remove or rename it, or use another scope", name, t)
 }
 
 // execNotStarted reports that the engine refused to start an exec (409: its

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
@@ -42,7 +43,7 @@ func TestParseFilters(t *testing.T) {
 	} {
 		got, err := ParseFilters(tc.in)
 		if tc.bad != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.bad) || AsError(err).Code != CodeBadFlag {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) || core.AsError(err).Code != core.CodeBadFlag {
 				t.Errorf("%v: want a bad_flag error with %q, got %v", tc.in, tc.bad, err)
 			}
 			continue
@@ -79,8 +80,8 @@ func TestFilterMatch(t *testing.T) {
 }
 
 func sbLabels(scope, session string, extra ...string) map[string]string {
-	l := map[string]string{LabelManaged: "true", LabelKind: KindSandbox, LabelScope: scope, LabelSession: session,
-		LabelImage: "img:1", LabelNetwork: "none", LabelIdleTTL: "10m0s"}
+	l := map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSandbox, core.LabelScope: scope, core.LabelSession: session,
+		core.LabelImage: "img:1", core.LabelNetwork: "none", core.LabelIdleTTL: "10m0s"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		l[extra[i]] = extra[i+1]
 	}
@@ -88,26 +89,26 @@ func sbLabels(scope, session string, extra ...string) map[string]string {
 }
 
 func volLabels(kind, scope, session string) map[string]string {
-	l := map[string]string{LabelManaged: "true", LabelKind: kind, LabelScope: scope}
+	l := map[string]string{core.LabelManaged: "true", core.LabelKind: kind, core.LabelScope: scope}
 	if session != "" {
-		l[LabelSession] = session
+		l[core.LabelSession] = session
 	}
 	return l
 }
 
 // sbMounts are the mounts the plugin gives a sandbox of t.
-func sbMounts(t Target) []container.MountPoint {
+func sbMounts(t core.Target) []container.MountPoint {
 	return []container.MountPoint{
-		{Type: mount.TypeVolume, Name: t.WorkspaceVolume(), Destination: WorkspaceDir, RW: true},
-		{Type: mount.TypeVolume, Name: t.UserVolume(), Destination: UserDir, RW: true},
-		{Type: mount.TypeVolume, Name: helperVolumeStart + "0.1.0.h.amd64", Destination: HelperDir, RW: false},
+		{Type: mount.TypeVolume, Name: t.WorkspaceVolume(), Destination: core.WorkspaceDir, RW: true},
+		{Type: mount.TypeVolume, Name: t.UserVolume(), Destination: core.UserDir, RW: true},
+		{Type: mount.TypeVolume, Name: helperVolumeStart + "0.1.0.h.amd64", Destination: core.HelperDir, RW: false},
 	}
 }
 
 // sbCtr is a list entry of the plugin's own sandbox container of
 // scope[/session] (name, labels and mounts).
 func sbCtr(id, state string, created int64, scope, session string, extra ...string) container.Summary {
-	t := Target{Scope: scope, Session: session}
+	t := core.Target{Scope: scope, Session: session}
 	return container.Summary{ID: id, Names: []string{"/" + t.ContainerName()}, State: state, Created: created,
 		Labels: sbLabels(scope, session, extra...), Mounts: sbMounts(t)}
 }
@@ -121,7 +122,7 @@ func TestAssemble(t *testing.T) {
 		// removed): the running one is shown.
 		sbCtr("dddddddddddddddd", "running", 60, "u2", ""),
 		{ID: "eeeeeeeeeeeeeeee", State: "running", Labels: sbLabels("../bad", "")},
-		{ID: "ffffffffffffffff", State: "running", Labels: map[string]string{LabelManaged: "true", LabelKind: KindSeeder}},
+		{ID: "ffffffffffffffff", State: "running", Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSeeder}},
 	}
 	// Look-alikes: none of them is a sandbox.
 	for i, c := range lookAlikeContainers("u9") {
@@ -129,13 +130,13 @@ func TestAssemble(t *testing.T) {
 		cs = append(cs, c)
 	}
 	vols := []*volume.Volume{
-		{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")},
-		{Name: "docker-sandbox-u1.chat.ws", Labels: volLabels(KindWorkspace, "u1", "chat")},
-		{Name: "docker-sandbox-u3.user", Labels: volLabels(KindUser, "u3", ""), CreatedAt: "2026-01-02T03:04:05Z"},
-		{Name: "docker-sandbox-u3.old.ws", Labels: volLabels(KindWorkspace, "u3", "old"), CreatedAt: "2026-01-01T00:00:00Z"},
-		{Name: "renamed", Labels: volLabels(KindUser, "u4", "")},                     // name does not match its labels
-		{Name: "docker-sandbox-helper-x", Labels: volLabels(KindHelper, "", "")},     // not a sandbox's
-		{Name: "docker-sandbox-u5.user", Labels: volLabels(KindWorkspace, "u5", "")}, // a workspace without a session
+		{Name: "docker-sandbox-u1.user", Labels: volLabels(core.KindUser, "u1", "")},
+		{Name: "docker-sandbox-u1.chat.ws", Labels: volLabels(core.KindWorkspace, "u1", "chat")},
+		{Name: "docker-sandbox-u3.user", Labels: volLabels(core.KindUser, "u3", ""), CreatedAt: "2026-01-02T03:04:05Z"},
+		{Name: "docker-sandbox-u3.old.ws", Labels: volLabels(core.KindWorkspace, "u3", "old"), CreatedAt: "2026-01-01T00:00:00Z"},
+		{Name: "renamed", Labels: volLabels(core.KindUser, "u4", "")},                     // name does not match its labels
+		{Name: "docker-sandbox-helper-x", Labels: volLabels(core.KindHelper, "", "")},     // not a sandbox's
+		{Name: "docker-sandbox-u5.user", Labels: volLabels(core.KindWorkspace, "u5", "")}, // a workspace without a session
 	}
 	vols = append(vols, lookAlikeVolumes("u9")...)
 	type row struct {
@@ -171,19 +172,21 @@ func TestContainerState(t *testing.T) {
 func TestPlanContainers(t *testing.T) {
 	now := time.Unix(10_000, 0)
 	old, young := now.Add(-time.Hour).Unix(), now.Add(-time.Second).Unix()
-	kind := func(k string) map[string]string { return map[string]string{LabelManaged: "true", LabelKind: k} }
+	kind := func(k string) map[string]string {
+		return map[string]string{core.LabelManaged: "true", core.LabelKind: k}
+	}
 	sb := func(state string, created int64, scope string, extra ...string) container.Summary {
 		return sbCtr(scope, state, created, scope, "", extra...)
 	}
 	seeder := func(id, state string, created int64) container.Summary {
-		return container.Summary{ID: id, Names: []string{"/happy_" + id}, State: state, Created: created, Labels: kind(KindSeeder),
-			Command: HelperPath, Mounts: []container.MountPoint{
-				{Type: mount.TypeVolume, Name: "docker-sandbox-a.user", Destination: UserDir, RW: true},
-				{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: HelperDir, RW: true}}}
+		return container.Summary{ID: id, Names: []string{"/happy_" + id}, State: state, Created: created, Labels: kind(core.KindSeeder),
+			Command: core.HelperPath, Mounts: []container.MountPoint{
+				{Type: mount.TypeVolume, Name: "docker-sandbox-a.user", Destination: core.UserDir, RW: true},
+				{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: core.HelperDir, RW: true}}}
 	}
 	probe := func(id, state string, created int64) container.Summary {
 		return container.Summary{ID: id, Names: []string{"/" + probeNameStart + id}, State: state, Created: created, Labels: kind(KindProbe),
-			Command: HelperPath + " status --newest /v/docker-sandbox-a.user"}
+			Command: core.HelperPath + " status --newest /v/docker-sandbox-a.user"}
 	}
 	sidecar := func(state string, created int64) container.Summary {
 		return container.Summary{ID: "proxy", Names: []string{"/" + ownSidecarName}, State: state, Created: created, Labels: kind(kindSidecar)}
@@ -226,7 +229,7 @@ func TestPlanContainers(t *testing.T) {
 		},
 		{
 			name:     "a sidecar in use",
-			cs:       []container.Summary{sidecar("running", old), sb("running", old, "a", LabelNetwork, "proxy")},
+			cs:       []container.Summary{sidecar("running", old), sb("running", old, "a", core.LabelNetwork, "proxy")},
 			wantKeep: []string{"a", "proxy"}, // sidecars are decided last
 		},
 		{
@@ -237,8 +240,8 @@ func TestPlanContainers(t *testing.T) {
 		{
 			name: "not ours",
 			cs: append([]container.Summary{
-				{ID: "user", Names: []string{"/user"}, State: "exited", Created: old, Labels: map[string]string{LabelKind: KindSandbox, LabelScope: "a"}},
-				{ID: "user2", Names: []string{"/user2"}, State: "exited", Created: old, Labels: map[string]string{LabelManaged: "yes", LabelKind: KindSeeder}},
+				{ID: "user", Names: []string{"/user"}, State: "exited", Created: old, Labels: map[string]string{core.LabelKind: core.KindSandbox, core.LabelScope: "a"}},
+				{ID: "user2", Names: []string{"/user2"}, State: "exited", Created: old, Labels: map[string]string{core.LabelManaged: "yes", core.LabelKind: core.KindSeeder}},
 				// A seeder's labels on a container somebody ran, or
 				// created with another command or without the helper.
 				func() container.Summary { c := seeder("ran", "exited", old); return c }(),
@@ -288,24 +291,24 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 	// A look-alike of a sandbox of "gone" does not keep its data alive.
 	survivors = append(survivors, lookAlikeContainers("gone")...)
 	vols := []*volume.Volume{
-		{Name: "docker-sandbox-live.user", Labels: volLabels(KindUser, "live", "")},                      // a session of the scope runs
-		{Name: "docker-sandbox-live.s1.ws", Labels: volLabels(KindWorkspace, "live", "s1")},              // runs
-		{Name: "docker-sandbox-live.s2.ws", Labels: volLabels(KindWorkspace, "live", "s2")},              // expired session
-		{Name: "docker-sandbox-old.user", Labels: volLabels(KindUser, "old", "")},                        // old data
-		{Name: "docker-sandbox-old.a.ws", Labels: volLabels(KindWorkspace, "old", "a")},                  // old too
-		{Name: "docker-sandbox-mixed.user", Labels: volLabels(KindUser, "mixed", "")},                    // old, but a session is recent
-		{Name: "docker-sandbox-mixed.b.ws", Labels: volLabels(KindWorkspace, "mixed", "b")},              // recent
-		{Name: "docker-sandbox-unknown.user", Labels: volLabels(KindUser, "unknown", "")},                // probe incomplete
-		{Name: "docker-sandbox.helper.1", Labels: volLabels(KindHelper, "", "")},                         // not data
-		{Name: "other", Labels: volLabels(KindUser, "x", "")},                                            // name does not match
-		{Name: "docker-sandbox-y.user", Labels: map[string]string{LabelKind: KindUser, LabelScope: "y"}}, // not managed
+		{Name: "docker-sandbox-live.user", Labels: volLabels(core.KindUser, "live", "")},                                // a session of the scope runs
+		{Name: "docker-sandbox-live.s1.ws", Labels: volLabels(core.KindWorkspace, "live", "s1")},                        // runs
+		{Name: "docker-sandbox-live.s2.ws", Labels: volLabels(core.KindWorkspace, "live", "s2")},                        // expired session
+		{Name: "docker-sandbox-old.user", Labels: volLabels(core.KindUser, "old", "")},                                  // old data
+		{Name: "docker-sandbox-old.a.ws", Labels: volLabels(core.KindWorkspace, "old", "a")},                            // old too
+		{Name: "docker-sandbox-mixed.user", Labels: volLabels(core.KindUser, "mixed", "")},                              // old, but a session is recent
+		{Name: "docker-sandbox-mixed.b.ws", Labels: volLabels(core.KindWorkspace, "mixed", "b")},                        // recent
+		{Name: "docker-sandbox-unknown.user", Labels: volLabels(core.KindUser, "unknown", "")},                          // probe incomplete
+		{Name: "docker-sandbox.helper.1", Labels: volLabels(core.KindHelper, "", "")},                                   // not data
+		{Name: "other", Labels: volLabels(core.KindUser, "x", "")},                                                      // name does not match
+		{Name: "docker-sandbox-y.user", Labels: map[string]string{core.LabelKind: core.KindUser, core.LabelScope: "y"}}, // not managed
 		// Planted future times: the honest rest decides; all of them
 		// planted: the volume's creation does.
-		{Name: "docker-sandbox-fut.user", Labels: volLabels(KindUser, "fut", ""), CreatedAt: created(900 * time.Hour)},
-		{Name: "docker-sandbox-allfut.user", Labels: volLabels(KindUser, "allfut", ""), CreatedAt: created(90 * time.Hour)},
-		{Name: "docker-sandbox-newfut.user", Labels: volLabels(KindUser, "newfut", ""), CreatedAt: created(time.Hour)},
-		{Name: "docker-sandbox-nocreated.user", Labels: volLabels(KindUser, "nocreated", "")},
-		{Name: "docker-sandbox-gone.user", Labels: volLabels(KindUser, "gone", "")},
+		{Name: "docker-sandbox-fut.user", Labels: volLabels(core.KindUser, "fut", ""), CreatedAt: created(900 * time.Hour)},
+		{Name: "docker-sandbox-allfut.user", Labels: volLabels(core.KindUser, "allfut", ""), CreatedAt: created(90 * time.Hour)},
+		{Name: "docker-sandbox-newfut.user", Labels: volLabels(core.KindUser, "newfut", ""), CreatedAt: created(time.Hour)},
+		{Name: "docker-sandbox-nocreated.user", Labels: volLabels(core.KindUser, "nocreated", "")},
+		{Name: "docker-sandbox-gone.user", Labels: volLabels(core.KindUser, "gone", "")},
 	}
 	vols = append(vols, lookAlikeVolumes("ghost")...)
 	cands := dataCandidates(vols, survivors)
@@ -382,13 +385,13 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 func TestPlanHelpersAndNetworks(t *testing.T) {
 	h := func(s string) string { return helperVolumeStart + s }
 	vols := []*volume.Volume{
-		{Name: h("cur"), Labels: volLabels(KindHelper, "", "")},
-		{Name: h("used"), Labels: volLabels(KindHelper, "", "")},
-		{Name: h("old"), Labels: volLabels(KindHelper, "", "")},
-		{Name: h("mine"), Labels: map[string]string{LabelKind: KindHelper}},      // not managed
-		{Name: "users-helper", Labels: volLabels(KindHelper, "", "")},            // copied labels, another name
-		{Name: "docker-sandbox-helper-x", Labels: volLabels(KindHelper, "", "")}, // a sandbox's namespace
-		{Name: helperVolumeStart, Labels: volLabels(KindHelper, "", "")},         // the bare prefix
+		{Name: h("cur"), Labels: volLabels(core.KindHelper, "", "")},
+		{Name: h("used"), Labels: volLabels(core.KindHelper, "", "")},
+		{Name: h("old"), Labels: volLabels(core.KindHelper, "", "")},
+		{Name: h("mine"), Labels: map[string]string{core.LabelKind: core.KindHelper}}, // not managed
+		{Name: "users-helper", Labels: volLabels(core.KindHelper, "", "")},            // copied labels, another name
+		{Name: "docker-sandbox-helper-x", Labels: volLabels(core.KindHelper, "", "")}, // a sandbox's namespace
+		{Name: helperVolumeStart, Labels: volLabels(core.KindHelper, "", "")},         // the bare prefix
 	}
 	cs := []container.Summary{{ID: "c", Mounts: []container.MountPoint{{Type: mount.TypeVolume, Name: h("used")}}}}
 	var got []string
@@ -402,7 +405,7 @@ func TestPlanHelpersAndNetworks(t *testing.T) {
 	now := time.Unix(10_000, 0)
 	old, young := now.Add(-time.Hour), now.Add(-time.Second)
 	netLabels := func(scope string) map[string]string {
-		return map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: scope}
+		return map[string]string{core.LabelManaged: "true", core.LabelKind: kindScopeNetwork, core.LabelScope: scope}
 	}
 	nets := []network.Summary{
 		{ID: "n1", Name: scopeNetPrefix + "live", Created: old, Labels: netLabels("live")},
@@ -413,11 +416,11 @@ func TestPlanHelpersAndNetworks(t *testing.T) {
 		// not one.
 		{ID: "u1", Name: "users", Created: old, Labels: netLabels("gone")},
 		{ID: "u2", Name: scopeNetPrefix + "gone2", Created: old, Labels: netLabels("gone")},
-		{ID: "u3", Name: scopeNetPrefix + "gone3", Created: old, Labels: map[string]string{LabelManaged: "true", LabelKind: "network", LabelScope: "gone3"}},
-		{ID: "u4", Name: scopeNetPrefix + "gone4", Created: old, Labels: map[string]string{LabelKind: kindScopeNetwork, LabelScope: "gone4"}},
+		{ID: "u3", Name: scopeNetPrefix + "gone3", Created: old, Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: "network", core.LabelScope: "gone3"}},
+		{ID: "u4", Name: scopeNetPrefix + "gone4", Created: old, Labels: map[string]string{core.LabelKind: kindScopeNetwork, core.LabelScope: "gone4"}},
 		{ID: "u5", Name: scopeNetPrefix, Created: old, Labels: netLabels("")},
 		{ID: "u6", Name: scopeNetPrefix + "a.b", Created: old, Labels: netLabels("a.b")},
-		{ID: "u7", Name: "outbound", Created: old, Labels: map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork}},
+		{ID: "u7", Name: "outbound", Created: old, Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: kindScopeNetwork}},
 	}
 	survivors := []container.Summary{
 		sbCtr("s", "running", 0, "live", ""),
@@ -526,7 +529,7 @@ func (f *lcFake) VolumeList(ctx context.Context, o volume.ListOptions) (volume.L
 	if f.vols != nil {
 		return volume.ListResponse{Volumes: f.vols}, nil
 	}
-	return volume.ListResponse{Volumes: []*volume.Volume{{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")}}}, nil
+	return volume.ListResponse{Volumes: []*volume.Volume{{Name: "docker-sandbox-u1.user", Labels: volLabels(core.KindUser, "u1", "")}}}, nil
 }
 
 func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
@@ -553,7 +556,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 		{name: "idle: drained, checked, removed", execsAt: none,
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
 		{name: "an exec runs: busy, nothing touched", execsAt: func(int) map[string]bool { return map[string]bool{"e1": true} },
-			wantCode: CodeScopeBusy},
+			wantCode: core.CodeScopeBusy},
 		{name: "an exec got in just before the drain: undrained, busy",
 			execsAt: func(n int) map[string]bool {
 				if n >= 2 {
@@ -561,7 +564,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 				}
 				return nil
 			},
-			wantCode: CodeScopeBusy, wantCalls: []string{"drain", "undrain"}},
+			wantCode: core.CodeScopeBusy, wantCalls: []string{"drain", "undrain"}},
 		{name: "a run holds the lock: looked at again, busy",
 			execsAt: func(n int) map[string]bool {
 				if n >= 2 {
@@ -569,7 +572,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 				}
 				return map[string]bool{"e1": false}
 			},
-			drainCodes: []int{3}, wantCode: CodeScopeBusy, wantCalls: []string{"drain"}},
+			drainCodes: []int{3}, wantCode: core.CodeScopeBusy, wantCalls: []string{"drain"}},
 		{name: "a created exec that never starts does not block",
 			execsAt:   func(int) map[string]bool { return map[string]bool{"e1": false} },
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
@@ -579,14 +582,14 @@ func TestRemoveSandboxClaim(t *testing.T) {
 			wantCalls: []string{"remove", "volume-remove"}},
 		{name: "volume in use: a call re-created it", execsAt: none,
 			volErr:   cerrdefs.ErrConflict.WithMessage("remove docker-sandbox-u1.user: volume is in use"),
-			wantCode: CodeScopeBusy, wantCalls: []string{"drain", "remove", "volume-remove"}},
+			wantCode: core.CodeScopeBusy, wantCalls: []string{"drain", "remove", "volume-remove"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes,
 				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
 			m := &Manager{Engine: f}
-			_, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1"}, tc.force)
-			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || AsError(err).Code != tc.wantCode) {
+			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)
+			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
 				t.Fatalf("want code %q, got %v", tc.wantCode, err)
 			}
 			if d := cmp.Diff(tc.wantCalls, f.calls); d != "" {
@@ -623,7 +626,7 @@ func TestCheckLimit(t *testing.T) {
 			t.Errorf("max %d with %v: got %v", tc.max, tc.states, err)
 		}
 		if err != nil {
-			if e := AsError(err); e.Code != CodeLimitReached || e.Exit != 125 || !strings.Contains(e.Message, "max_sandboxes") {
+			if e := core.AsError(err); e.Code != core.CodeLimitReached || e.Exit != 125 || !strings.Contains(e.Message, "max_sandboxes") {
 				t.Errorf("error %+v", e)
 			}
 		}
@@ -664,7 +667,7 @@ func TestRunRetriesAnExecThatDidNotStart(t *testing.T) {
 	e := &lcPausedOnce{fakeEngine: f}
 	m := &Manager{Engine: e, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
 	var out strings.Builder
-	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
+	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
 	if err != nil || out.String() != "ran" {
 		t.Fatalf("err %v out %q calls %v", err, out.String(), f.calls)
 	}
@@ -694,7 +697,7 @@ func TestRunRetriesAnExecThatDidNotStart(t *testing.T) {
 // must be left out by OwnSandbox, so by ls, inspect, stop, rm, prune and the
 // limit. All are running, so that counting one as live would show.
 func lookAlikeContainers(scope string) []container.Summary {
-	t, ts := Target{Scope: scope}, Target{Scope: scope, Session: "s"}
+	t, ts := core.Target{Scope: scope}, core.Target{Scope: scope, Session: "s"}
 	var out []container.Summary
 	add := func(what string, f func(c *container.Summary)) {
 		c := sbCtr("lookalike-"+what, "running", 100, scope, "")
@@ -708,9 +711,9 @@ func lookAlikeContainers(scope string) []container.Summary {
 	// ... and with the image's own anonymous volumes at the sandbox's paths.
 	add("committed-anonymous-volumes", func(c *container.Summary) {
 		c.Mounts = []container.MountPoint{
-			{Type: mount.TypeVolume, Name: "0f3c9a", Destination: WorkspaceDir, RW: true},
-			{Type: mount.TypeVolume, Name: "8e1d2b", Destination: UserDir, RW: true},
-			{Type: mount.TypeVolume, Name: "77aa01", Destination: HelperDir, RW: false}}
+			{Type: mount.TypeVolume, Name: "0f3c9a", Destination: core.WorkspaceDir, RW: true},
+			{Type: mount.TypeVolume, Name: "8e1d2b", Destination: core.UserDir, RW: true},
+			{Type: mount.TypeVolume, Name: "77aa01", Destination: core.HelperDir, RW: false}}
 	})
 	// Copied labels and the right mounts, under a random name.
 	add("random-name", func(c *container.Summary) { c.Names = []string{"/my-container"} })
@@ -727,7 +730,7 @@ func lookAlikeContainers(scope string) []container.Summary {
 	add("user-read-only", func(c *container.Summary) { c.Mounts[1].RW = false })
 	add("workspace-read-only", func(c *container.Summary) { c.Mounts[0].RW = false })
 	add("bind-workspace", func(c *container.Summary) {
-		c.Mounts[0] = container.MountPoint{Type: mount.TypeBind, Source: "/home/u/src", Destination: WorkspaceDir, RW: true}
+		c.Mounts[0] = container.MountPoint{Type: mount.TypeBind, Source: "/home/u/src", Destination: core.WorkspaceDir, RW: true}
 	})
 	add("two-at-workspace", func(c *container.Summary) { c.Mounts = append(c.Mounts, c.Mounts[0]) })
 	// Labels that name another scope, or a session the name does not.
@@ -740,12 +743,12 @@ func lookAlikeContainers(scope string) []container.Summary {
 		c.Names, c.Labels = []string{"/" + ts.ContainerName()}, sbLabels(scope, "s")
 	})
 	// Not managed, another kind, no session label on a session.
-	add("unmanaged", func(c *container.Summary) { delete(c.Labels, LabelManaged) })
-	add("managed-yes", func(c *container.Summary) { c.Labels[LabelManaged] = "yes" })
-	add("kind-seeder", func(c *container.Summary) { c.Labels[LabelKind] = KindSeeder })
+	add("unmanaged", func(c *container.Summary) { delete(c.Labels, core.LabelManaged) })
+	add("managed-yes", func(c *container.Summary) { c.Labels[core.LabelManaged] = "yes" })
+	add("kind-seeder", func(c *container.Summary) { c.Labels[core.LabelKind] = core.KindSeeder })
 	add("session-without-label", func(c *container.Summary) {
 		*c = sbCtr(c.ID, "running", 100, scope, "s")
-		delete(c.Labels, LabelSession)
+		delete(c.Labels, core.LabelSession)
 	})
 	// The plugin's own namespace is never a sandbox.
 	add("plugin-namespace", func(c *container.Summary) { c.Names = []string{"/docker-sandbox." + scope} })
@@ -755,23 +758,23 @@ func lookAlikeContainers(scope string) []container.Summary {
 // lookAlikeVolumes look like the volumes of scope (or its session "s"), and
 // are not the plugin's.
 func lookAlikeVolumes(scope string) []*volume.Volume {
-	t, ts := Target{Scope: scope}, Target{Scope: scope, Session: "s"}
+	t, ts := core.Target{Scope: scope}, core.Target{Scope: scope, Session: "s"}
 	return []*volume.Volume{
 		{Name: t.UserVolume()}, // named like it, no labels
-		{Name: "random-" + scope, Labels: volLabels(KindUser, scope, "")},                         // copied labels, a random name
-		{Name: t.UserVolume(), Labels: volLabels(KindUser, scope+"x", "")},                        // labels of another scope
-		{Name: t.UserVolume(), Labels: volLabels(KindWorkspace, scope, "")},                       // another kind
-		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindUser, scope, "")},                      // another kind
-		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindWorkspace, scope, "t")},                // another session
-		{Name: ts.WorkspaceVolume(), Labels: volLabels(KindWorkspace, scope, "")},                 // no session label
-		{Name: t.UserVolume(), Labels: volLabels(KindUser, scope, "s")},                           // a session label on a scope's
-		{Name: t.UserVolume(), Labels: map[string]string{LabelKind: KindUser, LabelScope: scope}}, // not managed
-		{Name: "docker-sandbox." + scope + ".user", Labels: volLabels(KindUser, scope, "")},       // the plugin's namespace
+		{Name: "random-" + scope, Labels: volLabels(core.KindUser, scope, "")},                                   // copied labels, a random name
+		{Name: t.UserVolume(), Labels: volLabels(core.KindUser, scope+"x", "")},                                  // labels of another scope
+		{Name: t.UserVolume(), Labels: volLabels(core.KindWorkspace, scope, "")},                                 // another kind
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(core.KindUser, scope, "")},                                // another kind
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(core.KindWorkspace, scope, "t")},                          // another session
+		{Name: ts.WorkspaceVolume(), Labels: volLabels(core.KindWorkspace, scope, "")},                           // no session label
+		{Name: t.UserVolume(), Labels: volLabels(core.KindUser, scope, "s")},                                     // a session label on a scope's
+		{Name: t.UserVolume(), Labels: map[string]string{core.LabelKind: core.KindUser, core.LabelScope: scope}}, // not managed
+		{Name: "docker-sandbox." + scope + ".user", Labels: volLabels(core.KindUser, scope, "")},                 // the plugin's namespace
 	}
 }
 
 func TestOwnSandbox(t *testing.T) {
-	for _, tg := range []Target{{Scope: "u1"}, {Scope: "u1", Session: "chat"}} {
+	for _, tg := range []core.Target{{Scope: "u1"}, {Scope: "u1", Session: "chat"}} {
 		c := sbCtr("id", "running", 0, tg.Scope, tg.Session)
 		if got, ok := ownSandboxSummary(&c); !ok || got != tg {
 			t.Errorf("%s: the plugin's own sandbox: got %v %v", tg, got, ok)
@@ -785,7 +788,7 @@ func TestOwnSandbox(t *testing.T) {
 	// A link alias listed first does not hide the container's own name.
 	c := sbCtr("id", "running", 0, "u1", "")
 	c.Names = []string{"/web/x", "/docker-sandbox-u1"}
-	if got, ok := ownSandboxSummary(&c); !ok || got != (Target{Scope: "u1"}) {
+	if got, ok := ownSandboxSummary(&c); !ok || got != (core.Target{Scope: "u1"}) {
 		t.Errorf("with a link alias first: got %v %v", got, ok)
 	}
 	if _, ok := ownSandboxSummary(nil); ok {
@@ -809,11 +812,11 @@ func TestOwnSandbox(t *testing.T) {
 func TestOwnVolume(t *testing.T) {
 	for _, tc := range []struct {
 		v    *volume.Volume
-		t    Target
+		t    core.Target
 		kind string
 	}{
-		{&volume.Volume{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")}, Target{Scope: "u1"}, KindUser},
-		{&volume.Volume{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(KindWorkspace, "u1", "s")}, Target{Scope: "u1", Session: "s"}, KindWorkspace},
+		{&volume.Volume{Name: "docker-sandbox-u1.user", Labels: volLabels(core.KindUser, "u1", "")}, core.Target{Scope: "u1"}, core.KindUser},
+		{&volume.Volume{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(core.KindWorkspace, "u1", "s")}, core.Target{Scope: "u1", Session: "s"}, core.KindWorkspace},
 	} {
 		if got, kind, ok := OwnVolume(tc.v); !ok || got != tc.t || kind != tc.kind {
 			t.Errorf("%s: got %v %q %v", tc.v.Name, got, kind, ok)
@@ -830,7 +833,7 @@ func TestOwnVolume(t *testing.T) {
 }
 
 func TestOwnScopeNetwork(t *testing.T) {
-	l := map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: "u1"}
+	l := map[string]string{core.LabelManaged: "true", core.LabelKind: kindScopeNetwork, core.LabelScope: "u1"}
 	if s, ok := OwnScopeNetwork("docker-sandbox.net.u1", l); !ok || s != "u1" {
 		t.Errorf("own network: %q %v", s, ok)
 	}
@@ -839,7 +842,7 @@ func TestOwnScopeNetwork(t *testing.T) {
 			t.Errorf("%s taken for the network of u1", name)
 		}
 	}
-	for _, drop := range []string{LabelManaged, LabelKind, LabelScope} {
+	for _, drop := range []string{core.LabelManaged, core.LabelKind, core.LabelScope} {
 		m := map[string]string{}
 		for k, v := range l {
 			if k != drop {
@@ -859,14 +862,14 @@ func TestRemovalAndLimitIgnoreLookAlikes(t *testing.T) {
 	own := []container.Summary{sbCtr("own", "running", 0, "u1", ""), sbCtr("own-s", "running", 0, "u1", "s")}
 	list := append(append([]container.Summary{}, own...), lookAlikeContainers("u1")...)
 	for _, tc := range []struct {
-		target Target
+		target core.Target
 		exact  bool
 		want   []string
 	}{
-		{Target{Scope: "u1"}, false, []string{"own", "own-s"}},
-		{Target{Scope: "u1"}, true, []string{"own"}},
-		{Target{Scope: "u1", Session: "s"}, false, []string{"own-s"}},
-		{Target{Scope: "u2"}, false, nil},
+		{core.Target{Scope: "u1"}, false, []string{"own", "own-s"}},
+		{core.Target{Scope: "u1"}, true, []string{"own"}},
+		{core.Target{Scope: "u1", Session: "s"}, false, []string{"own-s"}},
+		{core.Target{Scope: "u2"}, false, nil},
 	} {
 		f := &lcFake{running: true, execsAt: none, list: list}
 		m := &Manager{Engine: f}
@@ -888,20 +891,20 @@ func TestRemovalAndLimitIgnoreLookAlikes(t *testing.T) {
 	}
 	// rm removes the own volumes of the target only.
 	f = &lcFake{running: true, execsAt: none, list: own, vols: append([]*volume.Volume{
-		{Name: "docker-sandbox-u1.user", Labels: volLabels(KindUser, "u1", "")},
-		{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(KindWorkspace, "u1", "s")},
-		{Name: "docker-sandbox-u1.t.ws", Labels: volLabels(KindWorkspace, "u1", "t")},
-		{Name: "docker-sandbox-u12.user", Labels: volLabels(KindUser, "u12", "")},
+		{Name: "docker-sandbox-u1.user", Labels: volLabels(core.KindUser, "u1", "")},
+		{Name: "docker-sandbox-u1.s.ws", Labels: volLabels(core.KindWorkspace, "u1", "s")},
+		{Name: "docker-sandbox-u1.t.ws", Labels: volLabels(core.KindWorkspace, "u1", "t")},
+		{Name: "docker-sandbox-u12.user", Labels: volLabels(core.KindUser, "u12", "")},
 	}, lookAlikeVolumes("u1")...)}
 	m = &Manager{Engine: f}
-	if _, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1", Session: "s"}, true); err != nil {
+	if _, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1", Session: "s"}, true); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{"docker-sandbox-u1.s.ws"}, f.volRemoved); d != "" {
 		t.Errorf("rm u1/s removed volumes (-want +got):\n%s", d)
 	}
 	f.volRemoved = nil
-	if _, err := m.RemoveSandbox(context.Background(), Target{Scope: "u1"}, true); err != nil {
+	if _, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, true); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{"docker-sandbox-u1.s.ws", "docker-sandbox-u1.t.ws", "docker-sandbox-u1.user"}, f.volRemoved); d != "" {
@@ -950,7 +953,7 @@ func (f *netFake) NetworkList(ctx context.Context, o network.ListOptions) ([]net
 func TestRemoveScopeNetwork(t *testing.T) {
 	own := func(scope string, ctrs ...string) network.Inspect {
 		n := network.Inspect{ID: "id-" + scope, Name: scopeNetPrefix + scope, Containers: map[string]network.EndpointResource{},
-			Labels: map[string]string{LabelManaged: "true", LabelKind: kindScopeNetwork, LabelScope: scope}}
+			Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: kindScopeNetwork, core.LabelScope: scope}}
 		for _, c := range ctrs {
 			n.Containers["cid-"+c] = network.EndpointResource{Name: c}
 		}
@@ -968,12 +971,12 @@ func TestRemoveScopeNetwork(t *testing.T) {
 		{name: "unused", net: ptr(own("u1")), wantOK: true, wantCalls: []string{"remove id-u1"}},
 		{name: "the sidecar on it", net: ptr(own("u1", ownSidecarName)), wantOK: true,
 			wantCalls: []string{"disconnect cid-" + ownSidecarName, "remove id-u1"}},
-		{name: "a container on it", net: ptr(own("u1", ownSidecarName, "docker-sandbox-u1")), wantCode: CodeScopeBusy},
+		{name: "a container on it", net: ptr(own("u1", ownSidecarName, "docker-sandbox-u1")), wantCode: core.CodeScopeBusy},
 		{name: "in use again", net: ptr(own("u1")), rmErr: errors.New("error while removing network: network has active endpoints"),
-			wantCode: CodeScopeBusy, wantCalls: []string{"remove id-u1"}},
+			wantCode: core.CodeScopeBusy, wantCalls: []string{"remove id-u1"}},
 		{name: "gone meanwhile", net: ptr(own("u1")), rmErr: cerrdefs.ErrNotFound.WithMessage("no such network"), wantCalls: []string{"remove id-u1"}},
 		{name: "a user's network of that name", net: func() *network.Inspect { n := own("u1"); n.Labels = nil; return &n }()},
-		{name: "labels of another scope", net: func() *network.Inspect { n := own("u1"); n.Labels[LabelScope] = "u2"; return &n }()},
+		{name: "labels of another scope", net: func() *network.Inspect { n := own("u1"); n.Labels[core.LabelScope] = "u2"; return &n }()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &netFake{nets: map[string]network.Inspect{}, rmErr: tc.rmErr}
@@ -981,7 +984,7 @@ func TestRemoveScopeNetwork(t *testing.T) {
 				f.nets[scopeNetPrefix+"u1"] = *tc.net
 			}
 			ok, err := (&Manager{Engine: f}).RemoveScopeNetwork(context.Background(), "u1")
-			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || AsError(err).Code != tc.wantCode) {
+			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
 				t.Fatalf("want code %q, got %v", tc.wantCode, err)
 			}
 			if ok != tc.wantOK {

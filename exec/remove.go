@@ -9,13 +9,15 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // StopCreated removes the container a call created (by its ID: never
 // another that took the sandbox's name since), whatever runs in it, keeps
 // its data, and waits (bounded) until it is gone. It reports whether there
 // was a container. exec --rm uses it.
-func (m *Manager) StopCreated(ctx context.Context, t Target, id string) (bool, error) {
+func (m *Manager) StopCreated(ctx context.Context, t core.Target, id string) (bool, error) {
 	err := m.Engine.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	if err == nil {
 		waitGone(ctx, m.Engine, id)
@@ -29,7 +31,7 @@ func (m *Manager) StopCreated(ctx context.Context, t Target, id string) (bool, e
 
 // Remove removes the target's containers and data, whatever runs in them
 // (RemoveSandbox with Force).
-func (m *Manager) Remove(ctx context.Context, t Target) (bool, error) {
+func (m *Manager) Remove(ctx context.Context, t core.Target) (bool, error) {
 	return m.RemoveSandbox(ctx, t, true)
 }
 
@@ -37,17 +39,17 @@ func (m *Manager) Remove(ctx context.Context, t Target) (bool, error) {
 // scope without a session, the scope's container and every session's. Unless
 // force, it refuses with scope_busy while an exec, copy or shell runs in any
 // of them, and removes none. It reports whether there was a container.
-func (m *Manager) StopSandbox(ctx context.Context, t Target, force bool) (bool, error) {
+func (m *Manager) StopSandbox(ctx context.Context, t core.Target, force bool) (bool, error) {
 	return m.stop(ctx, t, force, false)
 }
 
 // StopExact is StopSandbox for the target's own container only (a scope
 // without a session: not its sessions'). `stop --all` uses it.
-func (m *Manager) StopExact(ctx context.Context, t Target, force bool) (bool, error) {
+func (m *Manager) StopExact(ctx context.Context, t core.Target, force bool) (bool, error) {
 	return m.stop(ctx, t, force, true)
 }
 
-func (m *Manager) stop(ctx context.Context, t Target, force, exact bool) (bool, error) {
+func (m *Manager) stop(ctx context.Context, t core.Target, force, exact bool) (bool, error) {
 	ids, err := m.containersOf(ctx, t, exact)
 	if err != nil {
 		return false, err
@@ -66,7 +68,7 @@ func (m *Manager) stop(ctx context.Context, t Target, force, exact bool) (bool, 
 // long-term volume; for a session, its container and workspace. Unless force,
 // it refuses with scope_busy while something runs in them. It reports
 // whether there was anything to remove.
-func (m *Manager) RemoveSandbox(ctx context.Context, t Target, force bool) (bool, error) {
+func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) (bool, error) {
 	ids, err := m.containersOf(ctx, t, false)
 	if err != nil {
 		return false, err
@@ -97,7 +99,7 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t Target, force bool) (bool
 		case isNotFound(err):
 		case isConflict(err) || strings.Contains(err.Error(), "in use"):
 			// A call re-created the sandbox while this one removed it.
-			return found, Errorf(CodeScopeBusy, "sandbox %s is busy: it was used again while being removed (volume %s is in use); run the rm again once it is idle, or with --force", t, v)
+			return found, core.Errorf(core.CodeScopeBusy, "sandbox %s is busy: it was used again while being removed (volume %s is in use); run the rm again once it is idle, or with --force", t, v)
 		default:
 			return found, EngineError(err, "cannot remove volume "+v)
 		}
@@ -109,8 +111,8 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t Target, force bool) (bool
 // target (OwnSandbox; a scope: its own and every session's, unless exact).
 // A look-alike (a container run from a committed sandbox image, copied
 // labels, a sandbox's name without its mounts) is never among them.
-func (m *Manager) containersOf(ctx context.Context, t Target, exact bool) ([]string, error) {
-	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: scopeFilter(t, KindSandbox)})
+func (m *Manager) containersOf(ctx context.Context, t core.Target, exact bool) ([]string, error) {
+	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: scopeFilter(t, core.KindSandbox)})
 	if err != nil {
 		return nil, EngineError(err, "cannot list the sandboxes of "+t.String())
 	}
@@ -126,7 +128,7 @@ func (m *Manager) containersOf(ctx context.Context, t Target, exact bool) ([]str
 
 // removeContainers removes containers of t. Unless force, it first makes sure
 // that nothing runs in them and that nothing can start: see claim.
-func (m *Manager) removeContainers(ctx context.Context, t Target, ids []string, force bool) error {
+func (m *Manager) removeContainers(ctx context.Context, t core.Target, ids []string, force bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -193,14 +195,14 @@ const drainBusy = 3
 // it drained the container (the caller undoes that on failure). A
 // container that is gone, not running, or paused by a user needs no claim;
 // nor can one whose helper predates drain (an older plugin's sandbox).
-func (m *Manager) claim(ctx context.Context, t Target, id, holder string) (drained bool, err error) {
+func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (drained bool, err error) {
 	deadline := time.Now().Add(claimWait)
 	for {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return false, Errorf(CodeScopeBusy, "sandbox %s is busy: programs keep starting in it; try again, or use --force", t)
+			return false, core.Errorf(core.CodeScopeBusy, "sandbox %s is busy: programs keep starting in it; try again, or use --force", t)
 		}
 		c, err := m.Engine.ContainerInspect(ctx, id)
 		if isNotFound(err) {
@@ -253,11 +255,11 @@ func (m *Manager) claim(ctx context.Context, t Target, id, holder string) (drain
 // drain runs `sandbox-helper drain` in the container and returns its exit
 // code (-1: the container is not there to exec into) and the exec's ID.
 func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int, string, error) {
-	cmd := []string{HelperPath, "drain", "--holder", holder}
+	cmd := []string{core.HelperPath, "drain", "--holder", holder}
 	if undo {
 		cmd = append(cmd, "--undo")
 	}
-	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{User: SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
+	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
 	if err != nil {
 		if IsGoneError(err) || isConflict(err) {
 			return -1, "", nil
@@ -293,7 +295,7 @@ func (m *Manager) undrain(ctx context.Context, id, holder string) {
 	_, _, _ = m.drain(bg, id, holder, true)
 }
 
-func busyError(t Target, execs []ExecInfo) *Error {
+func busyError(t core.Target, execs []ExecInfo) *core.Error {
 	n := 0
 	for _, x := range execs {
 		if x.Running {
@@ -304,7 +306,7 @@ func busyError(t Target, execs []ExecInfo) *Error {
 	if n != 1 {
 		what = fmt.Sprintf("%d execs are", n)
 	}
-	return Errorf(CodeScopeBusy, "sandbox %s is busy: %s running in it (an exec, a copy or a shell); wait for it to finish, or use --force to kill the running work first", t, what)
+	return core.Errorf(core.CodeScopeBusy, "sandbox %s is busy: %s running in it (an exec, a copy or a shell); wait for it to finish, or use --force to kill the running work first", t, what)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"path"
 	"regexp"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
@@ -96,23 +95,23 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
 		execID, err := m.execCreate(ctx, name, spec, req, token)
-		debugf("exec create %v", time.Since(t0))
+		core.Debugf("exec create %v", time.Since(t0))
 		if err != nil {
 			return false, err
 		}
 		t1 := time.Now()
 		st, err = m.attach(ctx, name, execID, token, req)
-		debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
+		core.Debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
 		if execNotStarted(err) || errors.Is(err, errEndedBeforeStart) || (err == nil && st.ErrorCode == wire.ErrDraining) {
 			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
 		}
 		var se *execStartError
 		if errors.As(err, &se) {
 			if se.notSandbox() {
-				return true, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing ran: remove or rename that container",
+				return true, core.Errorf(core.CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing ran: remove or rename that container",
 					spec.ContainerName(), spec.Target, se.msg)
 			}
-			return true, Wrap(CodeEngineError, err, "cannot run in sandbox %s", spec.Target)
+			return true, core.Wrap(core.CodeEngineError, err, "cannot run in sandbox %s", spec.Target)
 		}
 		return true, err
 	})
@@ -123,11 +122,11 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	}
 	switch st.ErrorCode {
 	case wire.ErrSpecMismatch:
-		return res, Errorf(CodeSandboxMismatch,
+		return res, core.Errorf(core.CodeSandboxMismatch,
 			"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
 			spec.Target, spec.Describe(), spec.Target)
 	case wire.ErrNotSandbox:
-		return res, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (%s); nothing ran: remove or rename that container",
+		return res, core.Errorf(core.CodeNotSandbox, "the container named %s is not sandbox %s (%s); nothing ran: remove or rename that container",
 			spec.ContainerName(), spec.Target, st.Error)
 	}
 	return res, nil
@@ -174,7 +173,7 @@ func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name s
 			return res, EngineError(err, "cannot run in sandbox "+spec.Target.String())
 		}
 		if time.Now().After(deadline) {
-			return res, Errorf(CodeEngineError, "sandbox %s did not become ready within %s", spec.Target, maxCreateWait)
+			return res, core.Errorf(core.CodeEngineError, "sandbox %s did not become ready within %s", spec.Target, maxCreateWait)
 		}
 		select {
 		case <-ctx.Done():
@@ -201,15 +200,15 @@ type RawRequest struct {
 // it as Run does) and returns the helper's exit code.
 func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int, Result, error) {
 	exitCode := -1
-	cmd := append([]string{HelperPath}, rr.Args...)
+	cmd := append([]string{core.HelperPath}, rr.Args...)
 	if len(rr.Args) > 0 && rr.Args[0] == "fs" {
 		// The file server first checks that the container is this sandbox.
-		cmd = append([]string{HelperPath, "fs", "--target", spec.Target.String()}, rr.Args[1:]...)
+		cmd = append([]string{core.HelperPath, "fs", "--target", spec.Target.String()}, rr.Args[1:]...)
 	}
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
-			User: SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
-			Env: append(append([]string(nil), HelperEnv...), rr.Env...), WorkingDir: WorkspaceDir, Cmd: cmd,
+			User: core.SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
+			Env: append(append([]string(nil), core.HelperEnv...), rr.Env...), WorkingDir: core.WorkspaceDir, Cmd: cmd,
 		})
 		if err != nil {
 			return false, err
@@ -246,7 +245,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 			if ctx.Err() != nil {
 				return true, ctx.Err()
 			}
-			return true, Wrap(CodeSandboxGone, err, "lost the helper's stream")
+			return true, core.Wrap(core.CodeSandboxGone, err, "lost the helper's stream")
 		}
 		if pre != nil && pre.foreign() {
 			// Not the file server: the engine's reason for not running
@@ -256,10 +255,10 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 				return false, errNotRunningYet
 			}
 			if se.notSandbox() {
-				return true, Errorf(CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing was read or written: remove or rename that container",
+				return true, core.Errorf(core.CodeNotSandbox, "the container named %s is not sandbox %s (the engine could not start the helper in it: %s); nothing was read or written: remove or rename that container",
 					spec.ContainerName(), spec.Target, se.msg)
 			}
-			return true, Wrap(CodeEngineError, se, "cannot run the file server in sandbox %s", spec.Target)
+			return true, core.Wrap(core.CodeEngineError, se, "cannot run the file server in sandbox %s", spec.Target)
 		}
 		ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 		if err != nil {
@@ -280,7 +279,7 @@ func shortID(id string) string {
 
 // HelperCommand is the exec command line of `sandbox-helper run`.
 func HelperCommand(spec Spec, req Request, token string) []string {
-	cmd := []string{HelperPath, "run",
+	cmd := []string{core.HelperPath, "run",
 		"--token", token,
 		"--timeout", req.Timeout.String(),
 		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
@@ -298,12 +297,12 @@ func HelperCommand(spec Spec, req Request, token string) []string {
 
 func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request, token string) (string, error) {
 	resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
-		User:         SandboxUser,
+		User:         core.SandboxUser,
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 		Env:          req.Env,
-		WorkingDir:   WorkspaceDir,
+		WorkingDir:   core.WorkspaceDir,
 		Cmd:          HelperCommand(spec, req, token),
 	})
 	if err != nil {
@@ -416,7 +415,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			}
 		case wire.Status:
 			if err := json.Unmarshal(p, &st); err != nil {
-				return st, Wrap(CodeInternal, err, "bad status from the helper")
+				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")
 			}
 			return st, nil
 		}
@@ -434,28 +433,28 @@ var errEndedBeforeStart = errors.New("the exec ended before the program started"
 // stopped wrapper, and then every process the run left). Otherwise the
 // container went away (removed, killed, out of memory). The engine's own
 // state lags a removal in progress, so a fresh exec decides.
-func (m *Manager) lostRun(ctrName string, err error, msg string) *Error {
+func (m *Manager) lostRun(ctrName string, err error, msg string) *core.Error {
 	bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if m.initAnswers(bg, ctrName) {
-		return Errorf(CodeWrapperLost, "the program's exec wrapper was killed or stopped before it reported (code in the sandbox can signal it: it runs as the same user); the sandbox's init killed every process of the run")
+		return core.Errorf(core.CodeWrapperLost, "the program's exec wrapper was killed or stopped before it reported (code in the sandbox can signal it: it runs as the same user); the sandbox's init killed every process of the run")
 	}
 	why := "its container was killed or removed"
 	if c, ierr := m.Engine.ContainerInspect(bg, ctrName); ierr == nil && c.State != nil && c.State.OOMKilled {
 		why = "its container ran out of memory and was killed"
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return Errorf(CodeSandboxGone, "the program's run ended without a status: %s (%s)", why, msg)
+		return core.Errorf(core.CodeSandboxGone, "the program's run ended without a status: %s (%s)", why, msg)
 	}
-	return Wrap(CodeSandboxGone, err, "lost the program's output stream: %s (%s)", why, msg)
+	return core.Wrap(core.CodeSandboxGone, err, "lost the program's output stream: %s (%s)", why, msg)
 }
 
 // initAnswers reports whether the container's PID 1 answers `sandbox-helper
 // status` (the container runs, and its init lives).
 func (m *Manager) initAnswers(ctx context.Context, ctrName string) bool {
 	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
-		User: SandboxUser, AttachStdout: true, AttachStderr: true, Env: HelperEnv,
-		Cmd: []string{HelperPath, "status"},
+		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Env: core.HelperEnv,
+		Cmd: []string{core.HelperPath, "status"},
 	})
 	if err != nil {
 		return false
@@ -625,7 +624,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 			for r := range info.Runtimes {
 				have = append(have, r)
 			}
-			return "", Errorf(CodeRuntimeUnavailable, "the engine has no runtime %q (it has: %s); install it and register it in the engine's daemon.json \"runtimes\", or drop --runtime",
+			return "", core.Errorf(core.CodeRuntimeUnavailable, "the engine has no runtime %q (it has: %s); install it and register it in the engine's daemon.json \"runtimes\", or drop --runtime",
 				spec.Runtime, strings.Join(sortedStrings(have), ", "))
 		}
 	}
@@ -690,8 +689,8 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
 	cfg := &container.Config{
 		Image:      helperRef,
-		Entrypoint: []string{HelperPath},
-		Labels:     BaseLabels(KindSeeder),
+		Entrypoint: []string{core.HelperPath},
+		Labels:     core.BaseLabels(core.KindSeeder),
 	}
 	hc := &container.HostConfig{NetworkMode: "none", Mounts: spec.seederMounts()}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, "")
@@ -714,21 +713,21 @@ func CheckImage(ref string, img image.InspectResponse) error {
 	wd := img.Config.WorkingDir
 	for _, bad := range []string{"/proc", "/sys", "/dev"} {
 		if wd == bad || strings.HasPrefix(wd, bad+"/") {
-			return Errorf(CodeBadImage, "image %s has WORKDIR %s: images whose working directory is under %s are refused", ref, wd, bad)
+			return core.Errorf(core.CodeBadImage, "image %s has WORKDIR %s: images whose working directory is under %s are refused", ref, wd, bad)
 		}
 	}
 	if img.Os != "" && img.Os != "linux" {
-		return Errorf(CodeBadImage, "image %s is for %s: sandboxes need a linux image", ref, img.Os)
+		return core.Errorf(core.CodeBadImage, "image %s is for %s: sandboxes need a linux image", ref, img.Os)
 	}
 	// A VOLUME inside the sandbox's own mounts would put an anonymous
 	// volume into the workspace or /opt/user (hiding their data, outside
 	// the disk limit) or over the helper.
 	for v := range img.Config.Volumes {
 		p := path.Clean("/" + v)
-		for _, ours := range []string{WorkspaceDir, UserDir, HelperDir} {
+		for _, ours := range []string{core.WorkspaceDir, core.UserDir, core.HelperDir} {
 			if strings.HasPrefix(p, ours+"/") {
-				return Errorf(CodeBadImage, "image %s declares VOLUME %s, inside the sandbox's %s: images with volumes under %s, %s or %s are refused",
-					ref, v, ours, WorkspaceDir, UserDir, HelperDir)
+				return core.Errorf(core.CodeBadImage, "image %s declares VOLUME %s, inside the sandbox's %s: images with volumes under %s, %s or %s are refused",
+					ref, v, ours, core.WorkspaceDir, core.UserDir, core.HelperDir)
 			}
 		}
 	}
@@ -801,19 +800,6 @@ func (m *Manager) ContainerID(ctx context.Context, name string) string {
 
 func timeAfter(ms int) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }
 
-var debugTiming = os.Getenv("DOCKER_SANDBOX_DEBUG_TIMING") != ""
-
-var processStart = time.Now()
-
-// Debugf prints a timing line when DOCKER_SANDBOX_DEBUG_TIMING is set.
-func Debugf(format string, args ...any) { debugf(format, args...) }
-
-func debugf(format string, args ...any) {
-	if debugTiming {
-		fmt.Fprintf(os.Stderr, "[timing +%v] "+format+"\n", append([]any{time.Since(processStart).Round(100 * time.Microsecond)}, args...)...)
-	}
-}
-
 func newToken() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
@@ -825,8 +811,8 @@ func newToken() string {
 // timeout anyway.
 func (m *Manager) signalRun(ctx context.Context, ctrName, token string) {
 	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
-		User: SandboxUser, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{HelperPath, "signal", "--token", token},
+		User: core.SandboxUser, AttachStdout: true, AttachStderr: true,
+		Cmd: []string{core.HelperPath, "signal", "--token", token},
 	})
 	if err != nil {
 		return

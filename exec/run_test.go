@@ -27,6 +27,7 @@ import (
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
@@ -283,7 +284,7 @@ func (fi fakeImages) EnsureHelper(ctx context.Context, arch string, readable boo
 }
 
 func testSpec() Spec {
-	return Spec{Target: Target{Scope: "u1", Session: "s"}, Image: "rt:1", Network: "none", Memory: 1 << 30, CPUs: 1, Pids: 256,
+	return Spec{Target: core.Target{Scope: "u1", Session: "s"}, Image: "rt:1", Network: "none", Memory: 1 << 30, CPUs: 1, Pids: 256,
 		Nofile: 1024, TmpSize: 512 << 20, IdleTTL: 10 * time.Minute, HelperID: "h", Version: "0.1.0"}
 }
 
@@ -294,7 +295,7 @@ func TestRunCreatesThenReuses(t *testing.T) {
 	}
 	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
 	var out, errb strings.Builder
-	req := Request{Lang: languages["python"], Code: []byte("print(1)"), Args: []string{"x"}, Workdir: WorkspaceDir,
+	req := Request{Lang: languages["python"], Code: []byte("print(1)"), Args: []string{"x"}, Workdir: core.WorkspaceDir,
 		Timeout: time.Second, MaxOutput: 100, Stdin: strings.NewReader("in"), Stdout: &out, Stderr: &errb}
 	res, err := m.Run(context.Background(), testSpec(), req)
 	if err != nil {
@@ -333,7 +334,7 @@ func TestRunExecStartRefused(t *testing.T) {
 	f.running["docker-sandbox-u1.s"] = true
 	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
 	req := func(out io.Writer) Request {
-		return Request{Lang: languages["sh"], Code: []byte("echo"), Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: out}
+		return Request{Lang: languages["sh"], Code: []byte("echo"), Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: out}
 	}
 
 	var out strings.Builder
@@ -367,8 +368,8 @@ func TestRunExecStartRefused(t *testing.T) {
 	f.startErrs = []string{`OCI runtime exec failed: exec failed: unable to start container process: exec: "/x": permission denied: unknown`}
 	out.Reset()
 	_, err := m.Run(context.Background(), testSpec(), req(&out))
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeEngineError || !strings.Contains(e.Message, "permission denied") || out.Len() != 0 {
+	var e *core.Error
+	if !errors.As(err, &e) || e.Code != core.CodeEngineError || !strings.Contains(e.Message, "permission denied") || out.Len() != 0 {
 		t.Fatalf("other reason: %v (out %q)", err, out.String())
 	}
 
@@ -382,7 +383,7 @@ func TestRunExecStartRefused(t *testing.T) {
 		f.calls = nil
 		out.Reset()
 		_, err = m.Run(context.Background(), testSpec(), req(&out))
-		if !errors.As(err, &e) || e.Code != CodeNotSandbox || out.Len() != 0 {
+		if !errors.As(err, &e) || e.Code != core.CodeNotSandbox || out.Len() != 0 {
 			t.Fatalf("a look-alike (%s): %v (out %q)", reason, err, out.String())
 		}
 		if n := strings.Count(strings.Join(f.calls, " "), "ExecAttach"); n != 1 {
@@ -400,7 +401,7 @@ func TestRunLosesCreateRace(t *testing.T) {
 	e := &lcLoseCreate{fakeEngine: f}
 	m := &Manager{Engine: e, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
 	var out strings.Builder
-	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
+	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,8 +431,8 @@ func TestRunCreateFailureRemovesFreshVolumes(t *testing.T) {
 	f := newFake()
 	f.createErr = errors.New("Minimum memory limit allowed is 6MB")
 	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
-	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
-	if err == nil || AsError(err).Exit != 125 {
+	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
+	if err == nil || core.AsError(err).Exit != 125 {
 		t.Fatalf("err %v", err)
 	}
 	for _, v := range []string{"docker-sandbox-u1.user", "docker-sandbox-u1.s.ws"} {
@@ -450,8 +451,8 @@ func TestRunRefusesMissingRuntime(t *testing.T) {
 	spec := testSpec()
 	spec.Runtime = "runsc"
 	_, err := m.Run(context.Background(), spec, Request{Lang: languages["sh"], Timeout: time.Second, MaxOutput: 1})
-	e := AsError(err)
-	if e.Code != CodeRuntimeUnavailable || !strings.Contains(e.Message, "runc") || e.Exit != 125 {
+	e := core.AsError(err)
+	if e.Code != core.CodeRuntimeUnavailable || !strings.Contains(e.Message, "runc") || e.Exit != 125 {
 		t.Fatalf("%+v", e)
 	}
 	for _, c := range f.calls {
@@ -470,7 +471,7 @@ func TestRunSpecMismatch(t *testing.T) {
 	}
 	m := &Manager{Engine: f, Images: fakeImages{}, Version: "0.1.0"}
 	_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Timeout: time.Second, MaxOutput: 1})
-	if e := AsError(err); e.Code != CodeSandboxMismatch || !strings.Contains(e.Message, "docker sandbox stop u1/s") {
+	if e := core.AsError(err); e.Code != core.CodeSandboxMismatch || !strings.Contains(e.Message, "docker sandbox stop u1/s") {
 		t.Fatalf("%+v", e)
 	}
 }
@@ -486,7 +487,7 @@ func TestCheckImage(t *testing.T) {
 
 func TestContainerConfigHardening(t *testing.T) {
 	cfg, hc := testSpec().ContainerConfig()
-	if cfg.User != "65532:65532" || cfg.WorkingDir != WorkspaceDir || cfg.Entrypoint[0] != HelperPath || len(cfg.Cmd) != 0 {
+	if cfg.User != "65532:65532" || cfg.WorkingDir != core.WorkspaceDir || cfg.Entrypoint[0] != core.HelperPath || len(cfg.Cmd) != 0 {
 		t.Errorf("config %+v", cfg)
 	}
 	pids := int64(256)
@@ -507,7 +508,7 @@ func TestContainerConfigHardening(t *testing.T) {
 		if m.Type != mount.TypeVolume {
 			t.Errorf("mount %+v is not a volume", m)
 		}
-		if m.Target == HelperDir && !m.ReadOnly {
+		if m.Target == core.HelperDir && !m.ReadOnly {
 			t.Errorf("helper mount is writable")
 		}
 	}
@@ -529,7 +530,7 @@ func TestSpecHashCoversSettings(t *testing.T) {
 		seen[s.Hash()] = true
 	}
 	other := testSpec()
-	other.Target = Target{Scope: "zz"}
+	other.Target = core.Target{Scope: "zz"}
 	if other.Hash() != base.Hash() {
 		t.Error("the hash must not depend on the target")
 	}

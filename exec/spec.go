@@ -12,22 +12,14 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-units"
-)
 
-// Paths inside every sandbox.
-const (
-	WorkspaceDir = "/opt/workspace"
-	UserDir      = "/opt/user"
-	HelperDir    = "/opt/sandbox"
-	HelperPath   = HelperDir + "/sandbox-helper"
-	// SandboxUser is the only identity code runs as.
-	SandboxUser = "65532:65532"
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Spec is everything that decides how a sandbox container is created. Two
 // calls with different Specs for one target conflict (see Hash).
 type Spec struct {
-	Target
+	core.Target
 	Image   string // runtime image reference
 	Network string // "none", "proxy" or a Docker network's name
 	// NetworkAttach is the Docker network a proxy-mode container joins (its
@@ -98,25 +90,25 @@ func (s Spec) Describe() string {
 // every sandbox container (empty when it has no value), so that a label of
 // the same key in the image (containers inherit the image's labels) never
 // shows through.
-var ownLabelKeys = []string{LabelManaged, LabelKind, LabelScope, LabelSession, LabelVersion, LabelSpec, LabelIdleTTL,
-	LabelNetwork, LabelImage, LabelRuntime, LabelTestRun}
+var ownLabelKeys = []string{core.LabelManaged, core.LabelKind, core.LabelScope, core.LabelSession, core.LabelVersion, core.LabelSpec, core.LabelIdleTTL,
+	core.LabelNetwork, core.LabelImage, core.LabelRuntime, core.LabelTestRun}
 
 func (s Spec) labels() map[string]string {
 	l := map[string]string{}
 	for _, k := range ownLabelKeys {
 		l[k] = ""
 	}
-	for k, v := range BaseLabels(KindSandbox) {
+	for k, v := range core.BaseLabels(core.KindSandbox) {
 		l[k] = v
 	}
-	l[LabelScope] = s.Scope
-	l[LabelSession] = s.Session
-	l[LabelVersion] = s.Version
-	l[LabelSpec] = s.Hash()
-	l[LabelIdleTTL] = s.IdleTTL.String()
-	l[LabelNetwork] = s.Network
-	l[LabelImage] = s.Image
-	l[LabelRuntime] = s.Runtime
+	l[core.LabelScope] = s.Scope
+	l[core.LabelSession] = s.Session
+	l[core.LabelVersion] = s.Version
+	l[core.LabelSpec] = s.Hash()
+	l[core.LabelIdleTTL] = s.IdleTTL.String()
+	l[core.LabelNetwork] = s.Network
+	l[core.LabelImage] = s.Image
+	l[core.LabelRuntime] = s.Runtime
 	return l
 }
 
@@ -124,11 +116,11 @@ func (s Spec) labels() map[string]string {
 func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:      s.Image,
-		User:       SandboxUser,
-		WorkingDir: WorkspaceDir,
+		User:       core.SandboxUser,
+		WorkingDir: core.WorkspaceDir,
 		Entrypoint: s.initCommand(),
 		Cmd:        nil,
-		Env:        append(append([]string{"HOME=" + UserDir, "TMPDIR=/tmp"}, HelperEnv...), s.Env...),
+		Env:        append(append([]string{"HOME=" + core.UserDir, "TMPDIR=/tmp"}, core.HelperEnv...), s.Env...),
 		Labels:     s.labels(),
 		// No stdin, no TTY: the container is only a home for execs.
 		AttachStdin: false, OpenStdin: false, Tty: false,
@@ -177,7 +169,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 // initCommand is PID 1's command line: the helper's init, which the other
 // helper commands read back from /proc/1/cmdline (--target, --spec).
 func (s Spec) initCommand() []string {
-	cmd := []string{HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--target", s.Target.String(), "--spec", s.Hash()}
+	cmd := []string{core.HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--target", s.Target.String(), "--spec", s.Hash()}
 	if s.MaxLifetime > 0 {
 		cmd = append(cmd, "--max-lifetime", s.MaxLifetime.String())
 	}
@@ -187,12 +179,6 @@ func (s Spec) initCommand() []string {
 	return cmd
 }
 
-// HelperEnv overrides, for the helper's processes, variables an image may
-// set that change how a Go program runs (its garbage collector, memory
-// limit, crash output, runtime debug switches): the image decides nothing
-// about the helper. The program run by an exec sees the same (empty) values.
-var HelperEnv = []string{"GODEBUG=", "GOGC=", "GOMEMLIMIT=", "GOMAXPROCS=", "GOTRACEBACK=", "GORACE="}
-
 // tmpfs is /tmp, plus an empty read-only tmpfs over each of the image's
 // VOLUME paths: an image cannot give the sandbox writable storage outside
 // the workspace, /opt/user and /tmp (anonymous volumes would also escape
@@ -201,7 +187,7 @@ func (s Spec) tmpfs() map[string]string {
 	t := map[string]string{"/tmp": "rw,nosuid,nodev,noexec,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"}
 	for _, v := range s.ImageVolumes {
 		p := path.Clean("/" + v)
-		if _, ok := t[p]; ok || p == WorkspaceDir || p == UserDir || p == "/" {
+		if _, ok := t[p]; ok || p == core.WorkspaceDir || p == core.UserDir || p == "/" {
 			continue // ours already (CheckImage refuses paths under our volumes)
 		}
 		t[p] = "ro,nosuid,nodev,noexec,size=4k,mode=0755"
@@ -210,9 +196,9 @@ func (s Spec) tmpfs() map[string]string {
 }
 
 func (s Spec) mounts() []mount.Mount {
-	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: WorkspaceDir}
-	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: UserDir}
-	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: HelperDir, ReadOnly: true}
+	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: core.WorkspaceDir}
+	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: core.UserDir}
+	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: core.HelperDir, ReadOnly: true}
 	return []mount.Mount{ws, user, helper}
 }
 
@@ -223,34 +209,34 @@ func (s Spec) seederMounts() []mount.Mount {
 		return mount.Mount{Type: mount.TypeVolume, Source: name, Target: target,
 			VolumeOptions: &mount.VolumeOptions{Labels: l}}
 	}
-	userL := BaseLabels(KindUser)
-	userL[LabelScope] = s.Scope
-	ms := []mount.Mount{vol(s.UserVolume(), UserDir, userL)}
+	userL := core.BaseLabels(core.KindUser)
+	userL[core.LabelScope] = s.Scope
+	ms := []mount.Mount{vol(s.UserVolume(), core.UserDir, userL)}
 	if s.Session != "" {
-		wsL := BaseLabels(KindWorkspace)
-		wsL[LabelScope] = s.Scope
-		wsL[LabelSession] = s.Session
-		ms = append(ms, vol(s.WorkspaceVolume(), WorkspaceDir, wsL))
+		wsL := core.BaseLabels(core.KindWorkspace)
+		wsL[core.LabelScope] = s.Scope
+		wsL[core.LabelSession] = s.Session
+		ms = append(ms, vol(s.WorkspaceVolume(), core.WorkspaceDir, wsL))
 	}
-	hl := BaseLabels(KindHelper)
-	ms = append(ms, vol(s.HelperVolume, HelperDir, hl))
+	hl := core.BaseLabels(core.KindHelper)
+	ms = append(ms, vol(s.HelperVolume, core.HelperDir, hl))
 	return ms
 }
 
 // ResolveWorkdir maps --workdir to an absolute path inside the workspace.
 func ResolveWorkdir(w string) (string, error) {
 	if w == "" {
-		return WorkspaceDir, nil
+		return core.WorkspaceDir, nil
 	}
 	p := w
 	if !path.IsAbs(p) {
-		p = path.Join(WorkspaceDir, p)
+		p = path.Join(core.WorkspaceDir, p)
 	}
 	p = path.Clean(p)
-	for _, root := range []string{WorkspaceDir, UserDir} {
+	for _, root := range []string{core.WorkspaceDir, core.UserDir} {
 		if p == root || strings.HasPrefix(p, root+"/") {
 			return p, nil
 		}
 	}
-	return "", Errorf(CodeBadFlag, "invalid --workdir %q: it must lie inside %s (relative paths are taken from there) or %s", w, WorkspaceDir, UserDir)
+	return "", core.Errorf(core.CodeBadFlag, "invalid --workdir %q: it must lie inside %s (relative paths are taken from there) or %s", w, core.WorkspaceDir, core.UserDir)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
@@ -28,7 +29,7 @@ type Runner interface {
 type Copier struct {
 	Runner Runner
 	// Spec is the spec of a sandbox that has to be created for a copy.
-	Spec func(sbexec.Target) sbexec.Spec
+	Spec func(core.Target) sbexec.Spec
 	// Limits cap every copy (on the receiving side, and early on the
 	// sending side).
 	Limits tarsafe.Limits
@@ -108,9 +109,9 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		})
 		return res, err
 	case src.Kind == Stdio && dst.Kind == Stdio:
-		return nil, sbexec.Errorf(sbexec.CodeBadFlag, "SRC and DST cannot both be -")
+		return nil, core.Errorf(core.CodeBadFlag, "SRC and DST cannot both be -")
 	}
-	return nil, sbexec.Errorf(sbexec.CodeBadFlag, "one of SRC and DST must be in a sandbox, as SCOPE[/SESSION]:PATH (got %q and %q)", src.Arg, dst.Arg)
+	return nil, core.Errorf(core.CodeBadFlag, "one of SRC and DST must be in a sandbox, as SCOPE[/SESSION]:PATH (got %q and %q)", src.Arg, dst.Arg)
 }
 
 func (c *Copier) limitArgs() []string {
@@ -149,14 +150,14 @@ func (c *Copier) inFlags(src, dst Location) []string {
 func hostSource(p string) (*os.Root, string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return nil, "", sbexec.Wrap(sbexec.CodeFileNotFound, err, "cannot copy %s", p)
+		return nil, "", core.Wrap(core.CodeFileNotFound, err, "cannot copy %s", p)
 	}
 	if _, err := os.Lstat(abs); err != nil {
 		return nil, "", hostOSError(err, p)
 	}
 	dir, name := filepath.Dir(abs), filepath.Base(abs)
 	if dir == abs {
-		return nil, "", sbexec.Errorf(sbexec.CodeBadFlag, "cannot copy the root folder %s itself: name a folder in it", abs)
+		return nil, "", core.Errorf(core.CodeBadFlag, "cannot copy the root folder %s itself: name a folder in it", abs)
 	}
 	rdir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -177,7 +178,7 @@ func hostSource(p string) (*os.Root, string, error) {
 func hostDest(p string) (*os.Root, string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return nil, "", sbexec.Wrap(sbexec.CodeFileNotFound, err, "bad destination %s", p)
+		return nil, "", core.Wrap(core.CodeFileNotFound, err, "bad destination %s", p)
 	}
 	var resolved string
 	_, err = os.Lstat(abs)
@@ -192,7 +193,7 @@ func hostDest(p string) (*os.Root, string, error) {
 		d, err := filepath.EvalSymlinks(filepath.Dir(abs))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, "", sbexec.Errorf(sbexec.CodeFileNotFound, "the destination's folder %s does not exist", filepath.Dir(abs))
+				return nil, "", core.Errorf(core.CodeFileNotFound, "the destination's folder %s does not exist", filepath.Dir(abs))
 			}
 			return nil, "", hostOSError(err, p)
 		}
@@ -244,7 +245,7 @@ func (b *limitedBuffer) Bytes() []byte {
 
 // call runs `sandbox-helper fs ARGS` in t's sandbox and turns a failure into
 // the helper's error.
-func (c *Copier) call(ctx context.Context, t sbexec.Target, args []string, stdin io.Reader, stdout io.Writer) error {
+func (c *Copier) call(ctx context.Context, t core.Target, args []string, stdin io.Reader, stdout io.Writer) error {
 	stderr := &limitedBuffer{max: 64 << 10}
 	exit, _, err := c.Runner.HelperExec(ctx, c.Spec(t), sbexec.RawRequest{
 		Args: append([]string{"fs"}, args...), Stdin: stdin, Stdout: stdout, Stderr: stderr,
@@ -258,9 +259,9 @@ func (c *Copier) call(ctx context.Context, t sbexec.Target, args []string, stdin
 		}
 		msg := strings.TrimSpace(string(stderr.Bytes()))
 		if exit == 2 || exit == 126 || exit == 127 {
-			return sbexec.Errorf(sbexec.CodeSandboxMismatch, "the helper in sandbox %s cannot run `fs %s` (%s): its container was made by another version of the plugin; stop it with `docker sandbox stop %s` (its data stays) and copy again", t, args[0], msg, t)
+			return core.Errorf(core.CodeSandboxMismatch, "the helper in sandbox %s cannot run `fs %s` (%s): its container was made by another version of the plugin; stop it with `docker sandbox stop %s` (its data stays) and copy again", t, args[0], msg, t)
 		}
-		return sbexec.Errorf(sbexec.CodeInternal, "the helper's `fs %s` failed with exit status %d: %s", args[0], exit, msg)
+		return core.Errorf(core.CodeInternal, "the helper's `fs %s` failed with exit status %d: %s", args[0], exit, msg)
 	}
 	return nil
 }
@@ -269,7 +270,7 @@ func (c *Copier) call(ctx context.Context, t sbexec.Target, args []string, stdin
 // stdin stays open while the call runs, so that the helper stops as soon as
 // the call is abandoned (the connection closes, and with it the exec's
 // stdin).
-func (c *Copier) stream(ctx context.Context, t sbexec.Target, args []string, w io.Writer) error {
+func (c *Copier) stream(ctx context.Context, t core.Target, args []string, w io.Writer) error {
 	hold, release := io.Pipe()
 	defer release.Close()
 	return c.call(ctx, t, args, hold, w)
@@ -278,7 +279,7 @@ func (c *Copier) stream(ctx context.Context, t sbexec.Target, args []string, w i
 // fromSandbox runs an output command and hands its stdout to consume. The
 // stream consume reads ends with the helper's error when the helper failed,
 // so that nothing is committed from a partial stream.
-func (c *Copier) fromSandbox(ctx context.Context, t sbexec.Target, args []string, consume func(io.Reader) error) error {
+func (c *Copier) fromSandbox(ctx context.Context, t core.Target, args []string, consume func(io.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -333,7 +334,7 @@ func (c *Copier) toSandbox(ctx context.Context, dst Location, flags []string, pr
 	}
 	var res tarsafe.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, sbexec.Errorf(sbexec.CodeInternal, "bad result from the helper: %v", err)
+		return nil, core.Errorf(core.CodeInternal, "bad result from the helper: %v", err)
 	}
 	return &res, nil
 }
@@ -356,11 +357,11 @@ func (c *Copier) List(ctx context.Context, loc Location, recursive bool, each fu
 			}
 			if err != nil {
 				var fe *fsproto.Error
-				var se *sbexec.Error
+				var se *core.Error
 				if errors.As(err, &fe) || errors.As(err, &se) {
 					return err
 				}
-				return sbexec.Errorf(sbexec.CodeInternal, "bad listing from the helper: %v", err)
+				return core.Errorf(core.CodeInternal, "bad listing from the helper: %v", err)
 			}
 			if err := each(e); err != nil {
 				return err
@@ -392,13 +393,13 @@ func (c *Copier) Put(ctx context.Context, loc Location, r io.Reader, mode string
 	out := &limitedBuffer{max: 64 << 10}
 	err := c.call(ctx, loc.Target, args, framer, out)
 	if ferr := framer.Err(); ferr != nil {
-		return res, sbexec.Wrap(sbexec.CodeIOError, ferr, "reading standard input; %s was not changed", loc.Path)
+		return res, core.Wrap(core.CodeIOError, ferr, "reading standard input; %s was not changed", loc.Path)
 	}
 	if err != nil {
 		return res, toExec(err)
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return res, sbexec.Errorf(sbexec.CodeInternal, "bad result from the helper: %v", err)
+		return res, core.Errorf(core.CodeInternal, "bad result from the helper: %v", err)
 	}
 	return res, nil
 }
@@ -421,7 +422,7 @@ func (c *Copier) Remove(ctx context.Context, loc Location, recursive, force bool
 		return res, toExec(err)
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return res, sbexec.Errorf(sbexec.CodeInternal, "bad result from the helper: %v", err)
+		return res, core.Errorf(core.CodeInternal, "bad result from the helper: %v", err)
 	}
 	return res, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/fsserver"
@@ -35,24 +36,24 @@ func TestParseLocation(t *testing.T) {
 		{arg: "plain", want: Location{Kind: Host, Path: "plain", Arg: "plain"}},
 		{arg: "dir/", want: Location{Kind: Host, Path: "dir/", Arg: "dir/", DirSuffix: true}},
 		{arg: "dir/.", want: Location{Kind: Host, Path: "dir/.", Arg: "dir/.", DirSuffix: true, Contents: true}},
-		{arg: "u1:a.txt", want: Location{Kind: Sandbox, Target: sbexec.Target{Scope: "u1"}, Path: "/opt/workspace/a.txt", Arg: "u1:a.txt"}},
-		{arg: "u1/chat-A:/opt/user/x/", want: Location{Kind: Sandbox, Target: sbexec.Target{Scope: "u1", Session: "chat-A"}, Path: "/opt/user/x", Arg: "u1/chat-A:/opt/user/x/", DirSuffix: true}},
-		{arg: "u1:", want: Location{Kind: Sandbox, Target: sbexec.Target{Scope: "u1"}, Path: "/opt/workspace", Arg: "u1:", DirSuffix: true, Contents: true}},
-		{arg: "u1:d/.", want: Location{Kind: Sandbox, Target: sbexec.Target{Scope: "u1"}, Path: "/opt/workspace/d", Arg: "u1:d/.", DirSuffix: true, Contents: true}},
-		{arg: "u1:../../etc/passwd", code: sbexec.CodePathEscape},
-		{arg: "u1:/etc/passwd", code: sbexec.CodePathEscape},
-		{arg: "u1:/proc/self/environ", code: sbexec.CodePathEscape},
-		{arg: "u1:a\x00b", code: sbexec.CodePathEscape},
-		{arg: "./a\x00b", code: sbexec.CodePathEscape},
-		{arg: "bad.name:x", code: sbexec.CodeBadName},
-		{arg: "u1/s/t:x", code: sbexec.CodeBadName},
-		{arg: ":x", code: sbexec.CodeBadName},
-		{arg: "", code: sbexec.CodeBadFlag},
+		{arg: "u1:a.txt", want: Location{Kind: Sandbox, Target: core.Target{Scope: "u1"}, Path: "/opt/workspace/a.txt", Arg: "u1:a.txt"}},
+		{arg: "u1/chat-A:/opt/user/x/", want: Location{Kind: Sandbox, Target: core.Target{Scope: "u1", Session: "chat-A"}, Path: "/opt/user/x", Arg: "u1/chat-A:/opt/user/x/", DirSuffix: true}},
+		{arg: "u1:", want: Location{Kind: Sandbox, Target: core.Target{Scope: "u1"}, Path: "/opt/workspace", Arg: "u1:", DirSuffix: true, Contents: true}},
+		{arg: "u1:d/.", want: Location{Kind: Sandbox, Target: core.Target{Scope: "u1"}, Path: "/opt/workspace/d", Arg: "u1:d/.", DirSuffix: true, Contents: true}},
+		{arg: "u1:../../etc/passwd", code: core.CodePathEscape},
+		{arg: "u1:/etc/passwd", code: core.CodePathEscape},
+		{arg: "u1:/proc/self/environ", code: core.CodePathEscape},
+		{arg: "u1:a\x00b", code: core.CodePathEscape},
+		{arg: "./a\x00b", code: core.CodePathEscape},
+		{arg: "bad.name:x", code: core.CodeBadName},
+		{arg: "u1/s/t:x", code: core.CodeBadName},
+		{arg: ":x", code: core.CodeBadName},
+		{arg: "", code: core.CodeBadFlag},
 	}
 	for _, tc := range tests {
 		got, err := ParseLocation(tc.arg)
 		if tc.code != "" {
-			var e *sbexec.Error
+			var e *core.Error
 			if !errors.As(err, &e) || e.Code != tc.code || e.Exit != 125 {
 				t.Errorf("ParseLocation(%q) = %+v, %v; want code %s, exit 125", tc.arg, got, err, tc.code)
 			}
@@ -66,7 +67,7 @@ func TestParseLocation(t *testing.T) {
 			t.Errorf("ParseLocation(%q) (-want +got):\n%s", tc.arg, diff)
 		}
 	}
-	def := sbexec.Target{Scope: "d"}
+	def := core.Target{Scope: "d"}
 	l, err := ParseFilesLocation("a:b", def, true)
 	if err != nil || l.Target != def || l.Path != "/opt/workspace/a:b" {
 		t.Errorf("ParseFilesLocation with --scope: %+v %v", l, err)
@@ -112,10 +113,10 @@ func FuzzParseLocation(f *testing.F) {
 
 func TestCodesMatchExec(t *testing.T) {
 	pairs := map[string]string{
-		fsproto.CodePathEscape: sbexec.CodePathEscape, fsproto.CodeTooLarge: sbexec.CodeTooLarge, fsproto.CodeNotFound: sbexec.CodeFileNotFound,
-		fsproto.CodeIsDirectory: sbexec.CodeIsDirectory, fsproto.CodeNotDirectory: sbexec.CodeNotDirectory, fsproto.CodeBadArchive: sbexec.CodeBadArchive,
-		fsproto.CodePermissionDenied: sbexec.CodePermissionDenied, fsproto.CodeUnsupportedFile: sbexec.CodeUnsupportedFile, fsproto.CodeIOError: sbexec.CodeIOError,
-		fsproto.CodeBadFlag: sbexec.CodeBadFlag,
+		fsproto.CodePathEscape: core.CodePathEscape, fsproto.CodeTooLarge: core.CodeTooLarge, fsproto.CodeNotFound: core.CodeFileNotFound,
+		fsproto.CodeIsDirectory: core.CodeIsDirectory, fsproto.CodeNotDirectory: core.CodeNotDirectory, fsproto.CodeBadArchive: core.CodeBadArchive,
+		fsproto.CodePermissionDenied: core.CodePermissionDenied, fsproto.CodeUnsupportedFile: core.CodeUnsupportedFile, fsproto.CodeIOError: core.CodeIOError,
+		fsproto.CodeBadFlag: core.CodeBadFlag,
 	}
 	for a, b := range pairs {
 		if a != b {
@@ -134,7 +135,7 @@ type fakeRunner struct {
 	hostile func(args []string) ([]byte, int)
 }
 
-func (f *fakeRunner) dirs(t sbexec.Target) (ws, user string) {
+func (f *fakeRunner) dirs(t core.Target) (ws, user string) {
 	user = filepath.Join(f.top, t.Scope+".user")
 	ws = user
 	if t.Session != "" {
@@ -178,7 +179,7 @@ func newWorld(t *testing.T) *world {
 	os.Mkdir(w.canary, 0o755)
 	os.WriteFile(filepath.Join(w.canary, "secret"), []byte("SECRET"), 0o644)
 	w.runner = &fakeRunner{t: t, top: filepath.Join(top, "engine")}
-	w.cp = &Copier{Runner: w.runner, Spec: func(t sbexec.Target) sbexec.Spec { return sbexec.Spec{Target: t} }, Umask: 0o022}
+	w.cp = &Copier{Runner: w.runner, Spec: func(t core.Target) sbexec.Spec { return sbexec.Spec{Target: t} }, Umask: 0o022}
 	return w
 }
 
@@ -218,7 +219,7 @@ func (w *world) canaryIntact() {
 }
 
 func codeOf(err error) string {
-	var e *sbexec.Error
+	var e *core.Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
@@ -277,7 +278,7 @@ func TestCopyStdio(t *testing.T) {
 		}
 	}
 	tw.Close()
-	ws, _ := w.runner.dirs(sbexec.Target{Scope: "u1"})
+	ws, _ := w.runner.dirs(core.Target{Scope: "u1"})
 	os.Mkdir(filepath.Join(ws, "dir"), 0o755)
 	res, err := w.cp.Copy(context.Background(), mustParse(t, "-"), mustParse(t, "u1:dir"), &in, nil)
 	if err != nil {
@@ -307,7 +308,7 @@ func TestCopyStdio(t *testing.T) {
 		t.Errorf("tar out (-want +got):\n%s", diff)
 	}
 	for _, pair := range [][2]string{{"-", "-"}, {"-", w.host + "/x"}, {w.host + "/x", w.host + "/y"}, {w.host + "/x", "-"}} {
-		if _, err := w.cp.Copy(context.Background(), mustParse(t, pair[0]), mustParse(t, pair[1]), nil, nil); codeOf(err) != sbexec.CodeBadFlag {
+		if _, err := w.cp.Copy(context.Background(), mustParse(t, pair[0]), mustParse(t, pair[1]), nil, nil); codeOf(err) != core.CodeBadFlag {
 			t.Errorf("cp %s %s: %v", pair[0], pair[1], err)
 		}
 	}
@@ -383,14 +384,14 @@ func TestCopyFromCompromisedHelper(t *testing.T) {
 // that leads out is never written through.
 func TestCopyHostDestinationLinks(t *testing.T) {
 	w := newWorld(t)
-	ws, _ := w.runner.dirs(sbexec.Target{Scope: "u1"})
+	ws, _ := w.runner.dirs(core.Target{Scope: "u1"})
 	os.MkdirAll(filepath.Join(ws, "folder", "sub"), 0o755)
 	os.WriteFile(filepath.Join(ws, "folder", "sub", "file"), []byte("E"), 0o644)
 	dest := filepath.Join(w.host, "dest")
 	os.Mkdir(dest, 0o755)
 	os.Symlink(w.canary, filepath.Join(dest, "sub"))
 	err := w.copy(mustParse(t, "u1:folder/."), mustParse(t, dest))
-	if codeOf(err) != sbexec.CodePathEscape {
+	if codeOf(err) != core.CodePathEscape {
 		t.Fatalf("copy through dest/sub -> outside: %v", err)
 	}
 	w.canaryIntact()
@@ -425,7 +426,7 @@ func TestCopySourceFailure(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	ws, _ := w.runner.dirs(sbexec.Target{Scope: "u2"})
+	ws, _ := w.runner.dirs(core.Target{Scope: "u2"})
 	if got := listTree(t, ws); len(got) != 0 {
 		t.Fatalf("the receiving sandbox kept %q", got)
 	}
@@ -462,7 +463,7 @@ func TestFilesOps(t *testing.T) {
 	if diff := cmp.Diff([]string{"notes dir", "notes/today.txt file"}, names); diff != "" {
 		t.Errorf("ls -r (-want +got):\n%s", diff)
 	}
-	if _, err := w.cp.Remove(ctx, mustParse(t, "u1:notes"), false, false); codeOf(err) != sbexec.CodeIsDirectory {
+	if _, err := w.cp.Remove(ctx, mustParse(t, "u1:notes"), false, false); codeOf(err) != core.CodeIsDirectory {
 		t.Fatalf("rm of a folder without -r: %v", err)
 	}
 	if res, err := w.cp.Remove(ctx, mustParse(t, "u1:notes"), true, false); err != nil || !res.Removed {
@@ -471,7 +472,7 @@ func TestFilesOps(t *testing.T) {
 	if res, err := w.cp.Remove(ctx, mustParse(t, "u1:notes"), true, true); err != nil || res.Removed {
 		t.Fatal(res, err)
 	}
-	if err := w.cp.Cat(ctx, loc, &out); codeOf(err) != sbexec.CodeFileNotFound {
+	if err := w.cp.Cat(ctx, loc, &out); codeOf(err) != core.CodeFileNotFound {
 		t.Fatalf("cat after rm: %v", err)
 	}
 }
@@ -486,7 +487,7 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("stdin broke")
 // Strict refuses the copy and leaves nothing.
 func TestCopyLinksThatLeadOut(t *testing.T) {
 	w := newWorld(t)
-	ws, _ := w.runner.dirs(sbexec.Target{Scope: "u1"})
+	ws, _ := w.runner.dirs(core.Target{Scope: "u1"})
 	mk := func(root string) {
 		os.MkdirAll(filepath.Join(root, "venv", "bin"), 0o755)
 		os.WriteFile(filepath.Join(root, "venv", "bin", "activate"), []byte("A"), 0o644)
@@ -547,7 +548,7 @@ func TestCopyLinksThatLeadOut(t *testing.T) {
 		{w.host + "/venv", "u3:strict", filepath.Join(w.runner.top, "u3.user", "strict")},
 	} {
 		_, err := w.cp.Copy(context.Background(), mustParse(t, tc.src), mustParse(t, tc.dst), nil, nil)
-		if codeOf(err) != sbexec.CodePathEscape {
+		if codeOf(err) != core.CodePathEscape {
 			t.Errorf("strict cp %s %s: %v, want path_escape", tc.src, tc.dst, err)
 		}
 		if _, err := os.Lstat(tc.tree); err == nil {
@@ -555,7 +556,7 @@ func TestCopyLinksThatLeadOut(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if _, err := w.cp.Copy(context.Background(), mustParse(t, "u1:venv"), mustParse(t, "-"), nil, &out); codeOf(err) != sbexec.CodePathEscape {
+	if _, err := w.cp.Copy(context.Background(), mustParse(t, "u1:venv"), mustParse(t, "-"), nil, &out); codeOf(err) != core.CodePathEscape {
 		t.Errorf("strict cp u1:venv -: %v", err)
 	}
 	w.canaryIntact()

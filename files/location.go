@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 )
 
@@ -22,7 +22,7 @@ const (
 // Location is one side of a copy, or the path of a files command.
 type Location struct {
 	Kind   Kind
-	Target sbexec.Target // Sandbox
+	Target core.Target // Sandbox
 	// Path is the host path as given (Host), or the absolute, cleaned path
 	// inside the sandbox (Sandbox).
 	Path string
@@ -45,19 +45,19 @@ func ParseLocation(arg string) (Location, error) {
 		return Location{Kind: Stdio, Arg: arg}, nil
 	}
 	if arg == "" {
-		return Location{}, sbexec.Errorf(sbexec.CodeBadFlag, "empty path: give a host path, - or SCOPE[/SESSION]:PATH")
+		return Location{}, core.Errorf(core.CodeBadFlag, "empty path: give a host path, - or SCOPE[/SESSION]:PATH")
 	}
 	i := strings.IndexByte(arg, ':')
 	if i < 0 || arg[0] == '/' || arg[0] == '.' || filepath.VolumeName(arg) != "" {
 		if strings.IndexByte(arg, 0) >= 0 {
-			return Location{}, sbexec.Errorf(sbexec.CodePathEscape, "invalid path %q: it contains a NUL byte", arg)
+			return Location{}, core.Errorf(core.CodePathEscape, "invalid path %q: it contains a NUL byte", arg)
 		}
 		l := Location{Kind: Host, Path: arg, Arg: arg}
 		l.DirSuffix = strings.HasSuffix(arg, "/") || strings.HasSuffix(arg, string(filepath.Separator)) || hasDotSuffix(arg)
 		l.Contents = hasDotSuffix(arg)
 		return l, nil
 	}
-	t, err := sbexec.ParseTarget(arg[:i])
+	t, err := core.ParseTarget(arg[:i])
 	if err != nil {
 		return Location{}, err
 	}
@@ -67,10 +67,10 @@ func ParseLocation(arg string) (Location, error) {
 // ParseFilesLocation parses the PATH of a files command: SCOPE[/SESSION]:PATH
 // unless useDefault (--scope or --session given), or the argument has no
 // ":", in which case it is a path in def.
-func ParseFilesLocation(arg string, def sbexec.Target, useDefault bool) (Location, error) {
+func ParseFilesLocation(arg string, def core.Target, useDefault bool) (Location, error) {
 	if !useDefault {
 		if i := strings.IndexByte(arg, ':'); i >= 0 {
-			t, err := sbexec.ParseTarget(arg[:i])
+			t, err := core.ParseTarget(arg[:i])
 			if err != nil {
 				return Location{}, err
 			}
@@ -86,7 +86,7 @@ func ParseFilesLocation(arg string, def sbexec.Target, useDefault bool) (Locatio
 // SandboxLocation applies the sandbox path rules to p: a relative path is
 // under /opt/workspace, an absolute one must lie under /opt/workspace or
 // /opt/user; a NUL byte or a path outside both is path_escape (exit 125).
-func SandboxLocation(t sbexec.Target, p, arg string) (Location, error) {
+func SandboxLocation(t core.Target, p, arg string) (Location, error) {
 	space, rel, err := fsproto.Resolve(p)
 	if err != nil {
 		return Location{}, toExec(err)
@@ -110,7 +110,7 @@ func toExec(err error) error {
 	if err == nil {
 		return nil
 	}
-	var se *sbexec.Error
+	var se *core.Error
 	if errors.As(err, &se) {
 		return se
 	}
@@ -118,9 +118,9 @@ func toExec(err error) error {
 	if errors.As(err, &fe) {
 		code := fe.Code
 		if code == fsproto.CodeBadFlag {
-			code = sbexec.CodeBadFlag
+			code = core.CodeBadFlag
 		}
-		return &sbexec.Error{Code: code, Message: fe.Message, Exit: 125, Err: err}
+		return &core.Error{Code: code, Message: fe.Message, Exit: 125, Err: err}
 	}
-	return sbexec.AsError(err)
+	return core.AsError(err)
 }

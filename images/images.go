@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/moby/term"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -55,7 +56,7 @@ const (
 // LabelImage marks the plugin's images (helper or runtime). Images do not
 // carry com.docker.sandbox.managed: containers inherit image labels, and a
 // user's own `docker run` of the runtime image is not the plugin's.
-const LabelImage = sbexec.LabelPrefix + "image-kind"
+const LabelImage = core.LabelPrefix + "image-kind"
 
 // Arches the plugin embeds a helper for.
 var Arches = []string{"amd64", "arm64"}
@@ -64,7 +65,7 @@ var Arches = []string{"amd64", "arm64"}
 func HelperBinary(arch string) ([]byte, error) {
 	b, err := helperFS.ReadFile("bin/sandbox-helper-linux-" + normArch(arch))
 	if err != nil {
-		return nil, sbexec.Errorf(sbexec.CodeBadImage, "no sandbox helper for architecture %q (this plugin carries %s)", arch, strings.Join(Arches, ", "))
+		return nil, core.Errorf(core.CodeBadImage, "no sandbox helper for architecture %q (this plugin carries %s)", arch, strings.Join(Arches, ", "))
 	}
 	return b, nil
 }
@@ -131,7 +132,7 @@ func (b *Builder) HelperRef(arch string, readable bool) string {
 
 // HelperVolume is the name of the volume carrying the helper for arch.
 func (b *Builder) HelperVolume(arch string, readable bool) string {
-	return sbexec.PluginObjectName(fmt.Sprintf("helper.%s.%s%s.%s", b.Version, HelperID(), layoutOf(readable), normArch(arch)))
+	return core.PluginObjectName(fmt.Sprintf("helper.%s.%s%s.%s", b.Version, HelperID(), layoutOf(readable), normArch(arch)))
 }
 
 func (b *Builder) base() string {
@@ -181,8 +182,8 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string, readable bool) e
 	rc, err := b.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, b.HelperRef(arch, readable), image.ImportOptions{
 		Platform: "linux/" + normArch(arch),
 		Changes: []string{
-			"LABEL " + LabelImage + "=helper " + sbexec.LabelVersion + "=" + b.Version,
-			"ENTRYPOINT [\"" + sbexec.HelperPath + "\"]",
+			"LABEL " + LabelImage + "=helper " + core.LabelVersion + "=" + b.Version,
+			"ENTRYPOINT [\"" + core.HelperPath + "\"]",
 		},
 	})
 	if err != nil {
@@ -190,7 +191,7 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string, readable bool) e
 	}
 	defer rc.Close()
 	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
-		return sbexec.Wrap(sbexec.CodeImageBuildFailed, err, "importing the helper image failed")
+		return core.Wrap(core.CodeImageBuildFailed, err, "importing the helper image failed")
 	}
 	return nil
 }
@@ -284,7 +285,7 @@ func (b *Builder) pull(ctx context.Context, ref string) error {
 		if sbexec.IsUnreachable(err) && !strings.Contains(err.Error(), "registry") {
 			return sbexec.EngineError(err, "")
 		}
-		return sbexec.Wrap(sbexec.CodeImageMissing, err, "image %s is not on the engine and could not be pulled (build or load it first, e.g. `docker load`)", ref)
+		return core.Wrap(core.CodeImageMissing, err, "image %s is not on the engine and could not be pulled (build or load it first, e.g. `docker load`)", ref)
 	}
 	return nil
 }
@@ -294,7 +295,7 @@ func (b *Builder) pull(ctx context.Context, ref string) error {
 func (b *Builder) BuildRuntime(ctx context.Context) error {
 	df, err := runtimeFS.ReadFile("runtime/Dockerfile")
 	if err != nil {
-		return sbexec.Wrap(sbexec.CodeInternal, err, "embedded Dockerfile")
+		return core.Wrap(core.CodeInternal, err, "embedded Dockerfile")
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -310,8 +311,8 @@ func (b *Builder) BuildRuntime(ctx context.Context) error {
 		PullParent:  false,
 		NetworkMode: "default",
 		Labels: map[string]string{
-			LabelImage: "runtime", sbexec.LabelVersion: b.Version,
-			sbexec.LabelPrefix + "base": base,
+			LabelImage: "runtime", core.LabelVersion: b.Version,
+			core.LabelPrefix + "base": base,
 		},
 		Version: build.BuilderV1,
 	})
@@ -319,7 +320,7 @@ func (b *Builder) BuildRuntime(ctx context.Context) error {
 		if sbexec.IsUnreachable(err) {
 			return sbexec.EngineError(err, "")
 		}
-		return sbexec.Wrap(sbexec.CodeImageBuildFailed, err, "cannot build the runtime image %s", b.RuntimeRef())
+		return core.Wrap(core.CodeImageBuildFailed, err, "cannot build the runtime image %s", b.RuntimeRef())
 	}
 	defer resp.Body.Close()
 	if err := b.display(resp.Body); err != nil {
@@ -327,7 +328,7 @@ func (b *Builder) BuildRuntime(ctx context.Context) error {
 		if strings.Contains(err.Error(), "pull access denied") || strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "no such host") {
 			hint = fmt.Sprintf(" (is the base image %s on the engine? Without a registry, make one with scripts/offline-base.sh and set runtime_base)", base)
 		}
-		return sbexec.Wrap(sbexec.CodeImageBuildFailed, err, "building the runtime image %s from %s failed%s", b.RuntimeRef(), base, hint)
+		return core.Wrap(core.CodeImageBuildFailed, err, "building the runtime image %s from %s failed%s", b.RuntimeRef(), base, hint)
 	}
 	return nil
 }

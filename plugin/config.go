@@ -9,7 +9,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 type configOptions struct {
@@ -93,7 +93,7 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 			if e.Untrusted {
 				src += " (untrusted: narrows)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, sbexec.TermText(configText(e.Key, e.Value)), sbexec.TermText(src))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, core.TermText(configText(e.Key, e.Value)), core.TermText(src))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -101,15 +101,15 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 		if c.ProjectFile == "" {
 			return nil
 		}
-		fmt.Fprintf(out, "\nproject file %s: %s\n", sbexec.TermText(c.ProjectFile), trustStateText(c.Project.State))
+		fmt.Fprintf(out, "\nproject file %s: %s\n", core.TermText(c.ProjectFile), trustStateText(c.Project.State))
 		if len(c.Refused) > 0 {
 			fmt.Fprintln(out, "ignored (an untrusted project file may only narrow the user file and defaults):")
 			for _, r := range c.Refused {
-				fmt.Fprintf(out, "  %s\n", sbexec.TermText(r.String()))
+				fmt.Fprintf(out, "  %s\n", core.TermText(r.String()))
 			}
 		}
 		if !c.Project.Trusted {
-			fmt.Fprintf(out, "after reading it, trust it with: docker sandbox config trust %s\n", sbexec.TermText(c.ProjectFile))
+			fmt.Fprintf(out, "after reading it, trust it with: docker sandbox config trust %s\n", core.TermText(c.ProjectFile))
 		}
 		return nil
 	})

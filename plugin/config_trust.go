@@ -15,7 +15,7 @@ import (
 	cliconfig "github.com/docker/cli/cli/config"
 	"github.com/spf13/cobra"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -87,12 +87,12 @@ func runConfigTrust(dockerCli command.Cli, args []string, o configTrustOptions) 
 	trustFile := config.TrustFilePath(cliconfig.Dir())
 	recs, err := config.LoadTrust(trustFile)
 	if err != nil {
-		return sbexec.Wrap(sbexec.CodeBadConfig, err, "config: trust file")
+		return core.Wrap(core.CodeBadConfig, err, "config: trust file")
 	}
 	out := dockerCli.Out()
 	if o.list {
 		if o.revoke || len(args) > 0 {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "--list takes no FILE and no --revoke")
+			return core.Errorf(core.CodeBadFlag, "--list takes no FILE and no --revoke")
 		}
 		return listTrust(dockerCli, recs, o.format)
 	}
@@ -103,7 +103,7 @@ func runConfigTrust(dockerCli command.Cli, args []string, o configTrustOptions) 
 	key, err := config.TrustKey(file)
 	if err != nil {
 		if !o.revoke {
-			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot trust %s: %v", sbexec.TermText(file), err)
+			return core.Errorf(core.CodeFileNotFound, "cannot trust %s: %v", core.TermText(file), err)
 		}
 		key, _ = filepath.Abs(file) // its folder is gone: the record has the path as it was
 	}
@@ -113,21 +113,21 @@ func runConfigTrust(dockerCli command.Cli, args []string, o configTrustOptions) 
 		j := trustJSON{File: key, Revoked: len(recs) < n, Keys: []string{}}
 		if j.Revoked {
 			if err := config.SaveTrust(trustFile, recs); err != nil {
-				return sbexec.Wrap(sbexec.CodeIOError, err, "cannot write %s", trustFile)
+				return core.Wrap(core.CodeIOError, err, "cannot write %s", trustFile)
 			}
 		}
 		return writeFormatted(out, o.format, j, func() error {
 			if j.Revoked {
-				fmt.Fprintf(out, "no longer trusted: %s\n", sbexec.TermText(key))
+				fmt.Fprintf(out, "no longer trusted: %s\n", core.TermText(key))
 			} else {
-				fmt.Fprintf(out, "was not trusted: %s\n", sbexec.TermText(key))
+				fmt.Fprintf(out, "was not trusted: %s\n", core.TermText(key))
 			}
 			return nil
 		})
 	}
 	data, sum, err := config.ReadProjectFile(file)
 	if err != nil {
-		return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot trust %s: %v", sbexec.TermText(file), strings.TrimPrefix(err.Error(), "stat "+file+": "))
+		return core.Errorf(core.CodeFileNotFound, "cannot trust %s: %v", core.TermText(file), strings.TrimPrefix(err.Error(), "stat "+file+": "))
 	}
 	keys, err := config.ProjectKeys(file, data)
 	if err != nil {
@@ -136,14 +136,14 @@ func runConfigTrust(dockerCli command.Cli, args []string, o configTrustOptions) 
 	recs = slices.DeleteFunc(recs, func(r config.TrustRecord) bool { return r.Path == key })
 	recs = append(recs, config.TrustRecord{Path: key, SHA256: sum, TrustedAt: time.Now().UTC().Truncate(time.Second)})
 	if err := config.SaveTrust(trustFile, recs); err != nil {
-		return sbexec.Wrap(sbexec.CodeIOError, err, "cannot write %s", trustFile)
+		return core.Wrap(core.CodeIOError, err, "cannot write %s", trustFile)
 	}
 	if keys == nil {
 		keys = []string{}
 	}
 	j := trustJSON{File: key, SHA256: sum, Trusted: true, Keys: keys}
 	return writeFormatted(out, o.format, j, func() error {
-		fmt.Fprintf(out, "trusted: %s (sha256 %s)\n", sbexec.TermText(key), sum)
+		fmt.Fprintf(out, "trusted: %s (sha256 %s)\n", core.TermText(key), sum)
 		if len(keys) > 0 {
 			fmt.Fprintf(out, "its values now apply in full: %s\n", strings.Join(keys, ", "))
 		}
@@ -158,11 +158,11 @@ func trustTarget(args []string) (string, error) {
 	if len(args) == 0 {
 		wd, err := os.Getwd()
 		if err != nil {
-			return "", sbexec.Wrap(sbexec.CodeFileNotFound, err, "cannot find the project file")
+			return "", core.Wrap(core.CodeFileNotFound, err, "cannot find the project file")
 		}
 		pf, err := config.FindProjectFile(wd, os.Getenv("HOME"))
 		if err != nil || pf == "" {
-			return "", sbexec.Errorf(sbexec.CodeFileNotFound, "no %s found from %s up to the repository root or $HOME: give FILE", config.ProjectFileName, sbexec.TermText(wd))
+			return "", core.Errorf(core.CodeFileNotFound, "no %s found from %s up to the repository root or $HOME: give FILE", config.ProjectFileName, core.TermText(wd))
 		}
 		return pf, nil
 	}
@@ -170,10 +170,10 @@ func trustTarget(args []string) (string, error) {
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
 		file = filepath.Join(file, config.ProjectFileName)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read %s: %v", sbexec.TermText(file), err)
+		return "", core.Errorf(core.CodeFileNotFound, "cannot read %s: %v", core.TermText(file), err)
 	}
 	if filepath.Base(file) != config.ProjectFileName {
-		return "", sbexec.Errorf(sbexec.CodeBadFlag, "%s is not a project file: only files named %s are read as project files, so trusting it would change nothing", sbexec.TermText(file), config.ProjectFileName)
+		return "", core.Errorf(core.CodeBadFlag, "%s is not a project file: only files named %s are read as project files, so trusting it would change nothing", core.TermText(file), config.ProjectFileName)
 	}
 	return file, nil
 }
@@ -194,7 +194,7 @@ func listTrust(dockerCli command.Cli, recs []config.TrustRecord, format string) 
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FILE\tSTATE\tTRUSTED\tSHA256")
 		for _, e := range j.Files {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.12s\n", sbexec.TermText(e.File), e.State, e.TrustedAt.Local().Format(time.DateTime), e.SHA256)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.12s\n", core.TermText(e.File), e.State, e.TrustedAt.Local().Format(time.DateTime), e.SHA256)
 		}
 		return tw.Flush()
 	})

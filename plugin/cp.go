@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
@@ -111,7 +112,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 	b := builder(dockerCli, c)
 	return &files.Copier{
 		Runner: checkedRunner{Runner: m, engine: dockerCli.Client(), src: c.Source("network")},
-		Spec: func(t sbexec.Target) sbexec.Spec {
+		Spec: func(t core.Target) sbexec.Spec {
 			img := c.Image
 			if img == "" {
 				img = b.RuntimeRef()
@@ -128,7 +129,7 @@ func termBytes(s string, exact []byte) string {
 	if exact != nil {
 		s = string(exact)
 	}
-	return sbexec.TermText(s)
+	return core.TermText(s)
 }
 
 // interruptible cancels ctx on Ctrl-C or SIGTERM, so that a copy in
@@ -147,7 +148,7 @@ func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o 
 		return err
 	}
 	if dst.Kind == files.Stdio && o.format != "" {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
+		return core.Errorf(core.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
 	}
 	c, err := loadConfig()
 	if err != nil {
@@ -178,17 +179,17 @@ func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o 
 // over): they are quoted for the terminal.
 func printCopyReport(errOut io.Writer, res *tarsafe.Result) {
 	for _, s := range res.Skipped {
-		typ := sbexec.TermText(s.Type)
+		typ := core.TermText(s.Type)
 		if s.LinkTarget != "" || s.LinkTargetBytes != nil {
 			typ += " -> " + termBytes(s.LinkTarget, s.LinkTargetBytes)
 		}
-		fmt.Fprintf(errOut, "docker sandbox: skipped %s (%s): %s\n", termBytes(s.Name, s.NameBytes), typ, sbexec.TermText(s.Reason))
+		fmt.Fprintf(errOut, "docker sandbox: skipped %s (%s): %s\n", termBytes(s.Name, s.NameBytes), typ, core.TermText(s.Reason))
 	}
 	if n := res.SkippedCount - int64(len(res.Skipped)); n > 0 {
 		fmt.Fprintf(errOut, "docker sandbox: skipped %d more entries\n", n)
 	}
 	for _, s := range res.Stripped {
-		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %s\n", sbexec.TermText(s))
+		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %s\n", core.TermText(s))
 	}
 	if n := res.StrippedCount - int64(len(res.Stripped)); n > 0 {
 		fmt.Fprintf(errOut, "docker sandbox: removed the setuid/setgid/sticky bits of %d more entries\n", n)

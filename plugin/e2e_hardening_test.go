@@ -17,12 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // Paths and identities the hardening contract fixes.

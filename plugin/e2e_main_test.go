@@ -27,11 +27,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 var (

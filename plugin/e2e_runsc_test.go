@@ -17,8 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"github.com/docker/docker/api/types/system"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // The runtime the tests register for gVisor, with the arguments this

@@ -13,9 +13,9 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
@@ -87,7 +87,7 @@ func runEgressStart(ctx context.Context, dockerCli command.Cli, o egressStartOpt
 	}
 	pool, err := netip.ParsePrefix(o.pool)
 	if err != nil {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --subnet-pool %q: use an IPv4 prefix such as 10.213.0.0/16", o.pool)
+		return core.Errorf(core.CodeBadFlag, "invalid --subnet-pool %q: use an IPv4 prefix such as 10.213.0.0/16", o.pool)
 	}
 	var hosts []string
 	for _, h := range o.hosts {
@@ -199,8 +199,8 @@ func printEgressStatus(out io.Writer, st egress.Status) error {
 	if st.State == "absent" {
 		fmt.Fprintln(out, "egress sidecar: not running (docker sandbox egress start, or any exec --network proxy, starts it)")
 	} else {
-		fmt.Fprintf(out, "egress sidecar: %s (%s, %s, version %s)\n", sbexec.TermText(st.State), st.Container, sbexec.TermText(st.Image), sbexec.TermText(st.Version))
-		fmt.Fprintf(out, "outbound:       %s %s\n", sbexec.TermText(st.OutboundNetwork), st.OutboundAddress)
+		fmt.Fprintf(out, "egress sidecar: %s (%s, %s, version %s)\n", core.TermText(st.State), st.Container, core.TermText(st.Image), core.TermText(st.Version))
+		fmt.Fprintf(out, "outbound:       %s %s\n", core.TermText(st.OutboundNetwork), st.OutboundAddress)
 		fmt.Fprintf(out, "scope subnets:  /%d from %s\n", st.SubnetBits, st.SubnetPool)
 		if len(st.Hosts) > 0 {
 			fmt.Fprintf(out, "static hosts:   %s\n", egList(st.Hosts, ""))
@@ -227,11 +227,11 @@ func printEgressStatus(out io.Writer, st egress.Status) error {
 	for _, n := range st.Networks {
 		seen[n.Scope] = true
 		p := pol[n.Scope]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", sbexec.TermText(n.Scope), sbexec.TermText(n.Name), n.Subnet, n.Proxy, n.Sandboxes, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", core.TermText(n.Scope), core.TermText(n.Name), n.Subnet, n.Proxy, n.Sandboxes, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
 	}
 	for _, p := range st.Policies {
 		if !seen[p.Scope] {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\t%s\n", sbexec.TermText(p.Scope), egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\t%s\n", core.TermText(p.Scope), egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
 		}
 	}
 	return tw.Flush()
@@ -246,7 +246,7 @@ func egList(l []string, empty string) string {
 	}
 	q := make([]string, len(l))
 	for i, s := range l {
-		q[i] = sbexec.TermText(s)
+		q[i] = core.TermText(s)
 	}
 	return strings.Join(q, ",")
 }
@@ -270,14 +270,14 @@ func egressRules(allow, ports, cidrs []string) (policy.Rules, error) {
 		for _, s := range strings.Split(p, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil || n < 1 || n > 65535 {
-				return r, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --allow-port %q: use a port from 1 to 65535", s)
+				return r, core.Errorf(core.CodeBadFlag, "invalid --allow-port %q: use a port from 1 to 65535", s)
 			}
 			r.AllowPorts = append(r.AllowPorts, n)
 		}
 	}
 	n, err := r.Normalize()
 	if err != nil {
-		return r, sbexec.Errorf(sbexec.CodeBadFlag, "invalid egress policy: %v", err)
+		return r, core.Errorf(core.CodeBadFlag, "invalid egress policy: %v", err)
 	}
 	return n, nil
 }
@@ -317,7 +317,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 }
 
 func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, set bool, o egressPolicyOptions) error {
-	if err := sbexec.ValidateName("scope", scope); err != nil {
+	if err := core.ValidateName("scope", scope); err != nil {
 		return err
 	}
 	c, err := loadConfig()
@@ -328,7 +328,7 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 	var p egress.ScopePolicy
 	if o.clear {
 		if len(o.allow) > 0 || len(o.ports) > 0 || len(o.cidrs) > 0 {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "--clear cannot be combined with --allow, --allow-port or --allow-cidr")
+			return core.Errorf(core.CodeBadFlag, "--clear cannot be combined with --allow, --allow-port or --allow-cidr")
 		}
 		return runEgressPolicyClear(ctx, dockerCli, m, scope, o.format)
 	}
@@ -351,12 +351,12 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 			return err
 		}
 		if !ok {
-			return sbexec.Errorf(sbexec.CodeNotFound, "scope %s has no egress policy (set one with --allow, or run it with exec --network proxy)", scope)
+			return core.Errorf(core.CodeNotFound, "scope %s has no egress policy (set one with --allow, or run it with exec --network proxy)", scope)
 		}
 	}
 	out := dockerCli.Out()
 	return writeFormatted(out, o.format, p, func() error {
-		fmt.Fprintf(out, "scope:  %s\n", sbexec.TermText(p.Scope))
+		fmt.Fprintf(out, "scope:  %s\n", core.TermText(p.Scope))
 		fmt.Fprintf(out, "allow:  %s\n", egList(p.Allow, "(nothing)"))
 		fmt.Fprintf(out, "ports:  %s\n", egPorts(p.AllowPorts))
 		fmt.Fprintf(out, "cidrs:  %s\n", egList(p.AllowCIDRs, "(none)"))

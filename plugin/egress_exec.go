@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
@@ -35,7 +36,7 @@ func egPlanExec(cmd *cobra.Command, c *config.Config, allow, ports, cidrs []stri
 	p := &egExecPlan{mode: c.Network}
 	if len(allow) > 0 || len(ports) > 0 || len(cidrs) > 0 {
 		if cmd.Flags().Changed("network") && c.Network != "proxy" {
-			return nil, sbexec.Errorf(sbexec.CodeBadFlag, "--allow, --allow-port and --allow-cidr need --network proxy, not --network %s", c.Network)
+			return nil, core.Errorf(core.CodeBadFlag, "--allow, --allow-port and --allow-cidr need --network proxy, not --network %s", c.Network)
 		}
 		p.mode = "proxy"
 		r, err := egressRules(allow, ports, cidrs)
@@ -47,9 +48,9 @@ func egPlanExec(cmd *cobra.Command, c *config.Config, allow, ports, cidrs []stri
 	switch m := p.mode; {
 	case m == "none" || m == "proxy":
 	case m == "host" || strings.HasPrefix(m, "container:") || m == "default":
-		return nil, sbexec.Errorf(sbexec.CodeBadFlag, "--network %s is refused: use none, proxy (the egress proxy) or the name of a Docker network", m)
+		return nil, core.Errorf(core.CodeBadFlag, "--network %s is refused: use none, proxy (the egress proxy) or the name of a Docker network", m)
 	case strings.ContainsAny(m, " \t/\\:"):
-		return nil, sbexec.Errorf(sbexec.CodeBadFlag, "invalid --network %q: use none, proxy or the name of a Docker network", m)
+		return nil, core.Errorf(core.CodeBadFlag, "invalid --network %q: use none, proxy or the name of a Docker network", m)
 	}
 	return p, nil
 }
@@ -75,7 +76,7 @@ func (p *egExecPlan) apply(ctx context.Context, dockerCli command.Cli, c *config
 		if sp, ok := c.Scopes[spec.Scope]; ok {
 			r, err := policy.Rules{Allow: sp.Allow, AllowPorts: sp.AllowPorts, AllowCIDRs: sp.AllowCIDRs}.Normalize()
 			if err != nil {
-				return sbexec.Errorf(sbexec.CodeBadConfig, "%s: [scope.%s]: %v", sp.Source, spec.Scope, err)
+				return core.Errorf(core.CodeBadConfig, "%s: [scope.%s]: %v", sp.Source, spec.Scope, err)
 			}
 			rules = &r
 		}
@@ -113,12 +114,12 @@ func (p *egExecPlan) failed(ctx context.Context, spec sbexec.Spec, created bool)
 }
 
 // egIsSandboxOf reports whether c is the sandbox container of t.
-func egIsSandboxOf(c container.InspectResponse, t sbexec.Target) bool {
+func egIsSandboxOf(c container.InspectResponse, t core.Target) bool {
 	if c.ContainerJSONBase == nil || c.Config == nil {
 		return false
 	}
-	got, ok := sbexec.ParseContainerName(c.Name)
+	got, ok := core.ParseContainerName(c.Name)
 	l := c.Config.Labels
-	return ok && got == t && l[sbexec.LabelManaged] == "true" && l[sbexec.LabelKind] == sbexec.KindSandbox &&
-		l[sbexec.LabelScope] == t.Scope && l[sbexec.LabelSession] == t.Session
+	return ok && got == t && l[core.LabelManaged] == "true" && l[core.LabelKind] == core.KindSandbox &&
+		l[core.LabelScope] == t.Scope && l[core.LabelSession] == t.Session
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 type egressLogsOptions struct {
@@ -53,12 +53,12 @@ func newEgressLogsCommand(dockerCli command.Cli) *cobra.Command {
 
 func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptions) error {
 	if o.scope != "" {
-		if err := sbexec.ValidateName("scope", o.scope); err != nil {
+		if err := core.ValidateName("scope", o.scope); err != nil {
 			return err
 		}
 	}
 	if o.summary && o.follow {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "--summary and --follow cannot be combined")
+		return core.Errorf(core.CodeBadFlag, "--summary and --follow cannot be combined")
 	}
 	c, err := loadConfig()
 	if err != nil {
@@ -143,7 +143,7 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 
 // egTerm quotes a string for a terminal table: control characters and
 // escapes shown, never interpreted; a tab would also break the columns.
-func egTerm(s string) string { return sbexec.TermText(s) }
+func egTerm(s string) string { return core.TermText(s) }
 
 func egTarget(r proxy.Record) string {
 	if r.Port == 0 {

@@ -9,9 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -90,11 +90,11 @@ func TestEgFilterTail(t *testing.T) {
 // A proxy URL is reused only from the target's own sandbox: a container
 // of that name with copied or missing labels, or another target's, is not.
 func TestEgIsSandboxOf(t *testing.T) {
-	tgt := sbexec.Target{Scope: "s", Session: "x"}
+	tgt := core.Target{Scope: "s", Session: "x"}
 	mk := func(name string, labels map[string]string) container.InspectResponse {
 		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{Name: "/" + name}, Config: &container.Config{Labels: labels}}
 	}
-	ok := map[string]string{sbexec.LabelManaged: "true", sbexec.LabelKind: sbexec.KindSandbox, sbexec.LabelScope: "s", sbexec.LabelSession: "x"}
+	ok := map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSandbox, core.LabelScope: "s", core.LabelSession: "x"}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
 		for a, b := range ok {
@@ -108,9 +108,9 @@ func TestEgIsSandboxOf(t *testing.T) {
 	}
 	for name, c := range map[string]container.InspectResponse{
 		"no labels":          mk(tgt.ContainerName(), nil),
-		"another kind":       mk(tgt.ContainerName(), with(sbexec.LabelKind, "egress-sidecar")),
-		"not managed":        mk(tgt.ContainerName(), with(sbexec.LabelManaged, "")),
-		"another session":    mk(tgt.ContainerName(), with(sbexec.LabelSession, "y")),
+		"another kind":       mk(tgt.ContainerName(), with(core.LabelKind, "egress-sidecar")),
+		"not managed":        mk(tgt.ContainerName(), with(core.LabelManaged, "")),
+		"another session":    mk(tgt.ContainerName(), with(core.LabelSession, "y")),
 		"another name":       mk("docker-sandbox-s", ok),
 		"a plugin object":    mk("docker-sandbox.egress", ok),
 		"a user's container": mk("web", ok),

@@ -10,7 +10,7 @@ import (
 	"github.com/docker/cli/cli"
 	"github.com/spf13/cobra"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // errorObject is the JSON error schema: {"error":{"code":...,"message":...}}.
@@ -39,9 +39,9 @@ func fail(out io.Writer, format string, err error) error {
 		return err
 	}
 	if errors.Is(err, context.Canceled) {
-		err = &sbexec.Error{Code: "interrupted", Message: "interrupted", Exit: 130}
+		err = &core.Error{Code: "interrupted", Message: "interrupted", Exit: 130}
 	}
-	e := sbexec.AsError(err)
+	e := core.AsError(err)
 	if isJSON(format) {
 		var o errorObject
 		o.Error.Code = e.Code
@@ -50,7 +50,7 @@ func fail(out io.Writer, format string, err error) error {
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(o)
 	}
-	return cli.StatusError{StatusCode: e.Exit, Status: "docker sandbox: " + sbexec.TermText(e.Message)}
+	return cli.StatusError{StatusCode: e.Exit, Status: "docker sandbox: " + core.TermText(e.Message)}
 }
 
 func flagError(cmd *cobra.Command, err error) error {
@@ -62,11 +62,11 @@ func flagError(cmd *cobra.Command, err error) error {
 func usageError(cmd *cobra.Command, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	hint := fmt.Sprintf("See '%s --help'.", cmd.CommandPath())
-	e := sbexec.Errorf(sbexec.CodeBadFlag, "%s\n%s", msg, hint)
+	e := core.Errorf(core.CodeBadFlag, "%s\n%s", msg, hint)
 	f, _ := cmd.Flags().GetString("format")
 	err := fail(cmd.OutOrStdout(), f, e)
 	if st, ok := err.(cli.StatusError); ok {
-		st.Status = "docker sandbox: " + sbexec.TermText(msg) + "\n" + hint
+		st.Status = "docker sandbox: " + core.TermText(msg) + "\n" + hint
 		return st
 	}
 	return err

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -132,12 +133,12 @@ func applyFlags(cmd *cobra.Command, c *config.Config, pairs map[string]string) e
 }
 
 func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o *execOptions) error {
-	sbexec.Debugf("runExec start")
+	core.Debugf("runExec start")
 	c, err := loadConfig()
 	if err != nil {
 		return err
 	}
-	sbexec.Debugf("config loaded")
+	core.Debugf("config loaded")
 	if err := applyFlags(cmd, c, map[string]string{
 		"timeout": "timeout", "image": "image", "network": "network",
 		"memory": "memory", "cpus": "cpus", "pids": "pids", "runtime": "runtime", "idle-ttl": "idle_ttl",
@@ -153,7 +154,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if cmd.Flags().Changed("scope") {
 		scope = o.scope
 	}
-	target := sbexec.Target{Scope: scope, Session: o.session}
+	target := core.Target{Scope: scope, Session: o.session}
 	if err := target.Validate(); err != nil {
 		return err
 	}
@@ -176,11 +177,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}
 	env, err := opts.ReadKVEnvStrings(o.envFiles, flagEnv)
 	if err != nil {
-		return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --env or --env-file")
+		return core.Wrap(core.CodeBadFlag, err, "invalid --env or --env-file")
 	}
 	for _, kv := range env {
 		if k, _, _ := strings.Cut(kv, "="); k == "" || strings.ContainsAny(k, " \x00") {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid environment variable %q: the name must be non-empty and have no spaces", kv)
+			return core.Errorf(core.CodeBadFlag, "invalid environment variable %q: the name must be non-empty and have no spaces", kv)
 		}
 	}
 
@@ -197,25 +198,25 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	case codeFromStdin:
 		code, err = io.ReadAll(io.LimitReader(dockerCli.In(), wire.MaxCode+1))
 		if err != nil {
-			return sbexec.Wrap(sbexec.CodeBadFlag, err, "cannot read the code from standard input")
+			return core.Wrap(core.CodeBadFlag, err, "cannot read the code from standard input")
 		}
 		if len(code) > wire.MaxCode {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
+			return core.Errorf(core.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
 		}
 	default:
 		fi, err := os.Stat(fileName)
 		if err != nil {
-			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
+			return core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
 		}
 		if fi.IsDir() {
-			return sbexec.Errorf(sbexec.CodeFileNotFound, "FILE %s is a directory: give a file of code", fileName)
+			return core.Errorf(core.CodeFileNotFound, "FILE %s is a directory: give a file of code", fileName)
 		}
 		if fi.Size() > wire.MaxCode {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "FILE %s is over the %d MiB limit for code", fileName, wire.MaxCode>>20)
+			return core.Errorf(core.CodeBadFlag, "FILE %s is over the %d MiB limit for code", fileName, wire.MaxCode>>20)
 		}
 		code, err = os.ReadFile(fileName)
 		if err != nil {
-			return sbexec.Errorf(sbexec.CodeFileNotFound, "cannot read FILE %s: %v", fileName, err)
+			return core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, err)
 		}
 		stdin = dockerCli.In()
 	}
@@ -249,9 +250,9 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return err
 	}
 	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version, MaxSandboxes: c.MaxSandboxes}
-	sbexec.Debugf("before run")
+	core.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
-	sbexec.Debugf("after run")
+	core.Debugf("after run")
 	if runErr != nil {
 		egPlan.failed(ctx, spec, res.Created)
 	}
@@ -283,7 +284,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
-		return &sbexec.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
+		return &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
 	}
 	if runErr != nil {
 		return runErr
@@ -293,19 +294,19 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	switch st.ErrorCode {
 	case "":
 	case wire.ErrDiskLimit, wire.ErrLifetime:
-		code := sbexec.CodeDiskLimit
+		code := core.CodeDiskLimit
 		if st.ErrorCode == wire.ErrLifetime {
-			code = sbexec.CodeLifetimeReached
+			code = core.CodeLifetimeReached
 		}
 		stoppedBy = &jsonError{Code: code, Message: st.Error}
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
-		code := sbexec.CodeInterpreterMissing
+		code := core.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {
-			code = sbexec.CodeInterpreterNoExec
+			code = core.CodeInterpreterNoExec
 		}
-		return &sbexec.Error{Code: code, Message: fmt.Sprintf("%s (image %s)", st.Error, spec.Image), Exit: st.ExitCode}
+		return &core.Error{Code: code, Message: fmt.Sprintf("%s (image %s)", st.Error, spec.Image), Exit: st.ExitCode}
 	default:
-		return sbexec.Errorf(st.ErrorCode, "%s", st.Error)
+		return core.Errorf(st.ErrorCode, "%s", st.Error)
 	}
 	if !jsonMode {
 		switch {

@@ -12,7 +12,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 )
@@ -94,7 +94,7 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 		scope = o.scope
 	}
 	explicit := cmd.Flags().Changed("scope") || cmd.Flags().Changed("session")
-	loc, err := files.ParseFilesLocation(arg, sbexec.Target{Scope: scope, Session: o.session}, explicit)
+	loc, err := files.ParseFilesLocation(arg, core.Target{Scope: scope, Session: o.session}, explicit)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func filesLsLine(e fsproto.Entry) string {
 	if e.Type == fsproto.TypeDir {
 		size = "-"
 	}
-	return fmt.Sprintf("%s %s\t%s\t%s\t%s\n", typeLetter(e.Type), sbexec.TermText(e.Mode), size, e.ModTime.Local().Format(time.DateTime), name)
+	return fmt.Sprintf("%s %s\t%s\t%s\t%s\n", typeLetter(e.Type), core.TermText(e.Mode), size, e.ModTime.Local().Format(time.DateTime), name)
 }
 
 func typeLetter(t string) string {

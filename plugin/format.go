@@ -6,7 +6,7 @@ import (
 
 	"github.com/docker/cli/templates"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // writeFormatted prints v as JSON, through a Go template, or with human().
@@ -21,7 +21,7 @@ func writeFormatted(out io.Writer, format string, v any, human func() error) err
 	default:
 		tmpl, err := templates.Parse(format)
 		if err != nil {
-			return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --format template")
+			return core.Wrap(core.CodeBadFlag, err, "invalid --format template")
 		}
 		// Templates see the JSON field names, as with `docker inspect`.
 		b, err := json.Marshal(v)
@@ -31,7 +31,7 @@ func writeFormatted(out io.Writer, format string, v any, human func() error) err
 		var generic any
 		_ = json.Unmarshal(b, &generic)
 		if err := tmpl.Execute(out, generic); err != nil {
-			return sbexec.Wrap(sbexec.CodeBadFlag, err, "executing the --format template")
+			return core.Wrap(core.CodeBadFlag, err, "executing the --format template")
 		}
 		_, err = io.WriteString(out, "\n")
 		return err

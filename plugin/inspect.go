@@ -11,6 +11,7 @@ import (
 	"github.com/docker/cli/templates"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -60,7 +61,7 @@ func runInspect(ctx context.Context, dockerCli command.Cli, args []string, o ins
 			if firstErr == nil {
 				firstErr = err
 			}
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", sbexec.TermText(sbexec.AsError(err).Message))
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", core.TermText(core.AsError(err).Message))
 			continue
 		}
 		list = append(list, d)
@@ -75,7 +76,7 @@ func runInspect(ctx context.Context, dockerCli command.Cli, args []string, o ins
 	} else {
 		tmpl, err := templates.Parse(o.format)
 		if err != nil {
-			return fail(out, "", sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --format template"))
+			return fail(out, "", core.Wrap(core.CodeBadFlag, err, "invalid --format template"))
 		}
 		for _, d := range list {
 			v, err := lcGeneric(d)
@@ -84,14 +85,14 @@ func runInspect(ctx context.Context, dockerCli command.Cli, args []string, o ins
 			}
 			var buf bytes.Buffer
 			if err := tmpl.Execute(&buf, v); err != nil {
-				return fail(out, "", sbexec.Wrap(sbexec.CodeBadFlag, err, "executing the --format template"))
+				return fail(out, "", core.Wrap(core.CodeBadFlag, err, "executing the --format template"))
 			}
 			fmt.Fprintf(out, "%s\n", buf.Bytes())
 		}
 	}
 	if firstErr != nil {
 		// The array is on stdout and the message on stderr already.
-		return cli.StatusError{StatusCode: sbexec.AsError(firstErr).Exit}
+		return cli.StatusError{StatusCode: core.AsError(firstErr).Exit}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -171,7 +172,7 @@ func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.
 			for _, c := range cols {
 				// Labels and image names can come from an image:
 				// quoted for the terminal.
-				cells = append(cells, sbexec.TermText(c.cell(s)))
+				cells = append(cells, core.TermText(c.cell(s)))
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
@@ -194,7 +195,7 @@ func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.
 	format = strings.NewReplacer(`\t`, "\t", `\n`, "\n").Replace(format)
 	tmpl, err := templates.Parse(format)
 	if err != nil {
-		return sbexec.Wrap(sbexec.CodeBadFlag, err, "invalid --format template")
+		return core.Wrap(core.CodeBadFlag, err, "invalid --format template")
 	}
 	var w io.Writer = out
 	var tw *tabwriter.Writer
@@ -212,7 +213,7 @@ func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.
 		}
 		var buf bytes.Buffer
 		if err := tmpl.Execute(&buf, v); err != nil {
-			return sbexec.Wrap(sbexec.CodeBadFlag, err, "executing the --format template")
+			return core.Wrap(core.CodeBadFlag, err, "executing the --format template")
 		}
 		buf.WriteByte('\n')
 		if _, err := w.Write(buf.Bytes()); err != nil {
@@ -235,7 +236,7 @@ func lcTemplateHeader(w io.Writer, exec func(io.Writer, any) error) error {
 	}
 	var buf bytes.Buffer
 	if err := exec(&buf, h); err != nil {
-		return sbexec.Wrap(sbexec.CodeBadFlag, err, "executing the --format template")
+		return core.Wrap(core.CodeBadFlag, err, "executing the --format template")
 	}
 	buf.WriteByte('\n')
 	_, err := w.Write(buf.Bytes())

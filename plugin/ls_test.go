@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -74,7 +75,7 @@ u2/expired-with-data/1
 		}
 	}
 	var buf bytes.Buffer
-	if err := lcWriteRows(&buf, "{{.nope", rows, now, false); err == nil || sbexec.AsError(err).Code != sbexec.CodeBadFlag {
+	if err := lcWriteRows(&buf, "{{.nope", rows, now, false); err == nil || core.AsError(err).Code != core.CodeBadFlag {
 		t.Errorf("a bad template: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
@@ -67,21 +68,21 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 	if cmd.Flags().Changed("older-than") {
 		d, err := time.ParseDuration(o.olderThan)
 		if err != nil || d < 0 {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --older-than %q: want a duration such as 24h or 90m", o.olderThan)
+			return core.Errorf(core.CodeBadFlag, "invalid --older-than %q: want a duration such as 24h or 90m", o.olderThan)
 		}
 		po.OlderThan, po.DataAge = d, true
 	}
 	for _, f := range o.filters {
 		v, ok := strings.CutPrefix(f, "label=")
 		if !ok || v == "" {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --filter %q: prune takes label=KEY or label=KEY=VALUE", f)
+			return core.Errorf(core.CodeBadFlag, "invalid --filter %q: prune takes label=KEY or label=KEY=VALUE", f)
 		}
 		po.Labels = append(po.Labels, v)
 	}
 	if g, ok := os.LookupEnv(pruneGraceEnv); ok && g != "" {
 		d, err := time.ParseDuration(g)
 		if err != nil || d < 0 {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid %s %q: want a duration", pruneGraceEnv, g)
+			return core.Errorf(core.CodeBadFlag, "invalid %s %q: want a duration", pruneGraceEnv, g)
 		}
 		po.Grace = d
 	}
@@ -105,7 +106,7 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 		fmt.Fprint(dockerCli.Err(), msg+"Are you sure you want to continue? [y/N] ")
 		line, _ := bufio.NewReader(dockerCli.In()).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "prune cancelled (use -f to skip the prompt)")
+			return core.Errorf(core.CodeBadFlag, "prune cancelled (use -f to skip the prompt)")
 		}
 	}
 	m := manager(dockerCli, c)

@@ -8,7 +8,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // Version is the plugin's version, set at build time from VERSION.
@@ -44,9 +44,9 @@ your Docker context points at.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			sbexec.Debugf("pre-run start")
+			core.Debugf("pre-run start")
 			err := plugin.PersistentPreRunE(cmd, args)
-			sbexec.Debugf("pre-run end")
+			core.Debugf("pre-run end")
 			return err
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -11,6 +11,7 @@ import (
 	cliconfig "github.com/docker/cli/cli/config"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/images"
@@ -47,11 +48,11 @@ func warnRefused(w io.Writer, c *config.Config) {
 		return
 	}
 	fmt.Fprintf(w, "docker sandbox: warning: project file %s is %s: these values were ignored (an untrusted project file may only narrow the user file and defaults):\n",
-		sbexec.TermText(c.ProjectFile), trustStateText(c.Project.State))
+		core.TermText(c.ProjectFile), trustStateText(c.Project.State))
 	for _, r := range c.Refused {
-		fmt.Fprintf(w, "  %s\n", sbexec.TermText(r.String()))
+		fmt.Fprintf(w, "  %s\n", core.TermText(r.String()))
 	}
-	fmt.Fprintf(w, "docker sandbox: after reading it, trust it with `docker sandbox config trust %s` (or set %s=1)\n", sbexec.TermText(c.ProjectFile), config.TrustEnv)
+	fmt.Fprintf(w, "docker sandbox: after reading it, trust it with `docker sandbox config trust %s` (or set %s=1)\n", core.TermText(c.ProjectFile), config.TrustEnv)
 }
 
 func trustStateText(state string) string {
@@ -70,11 +71,11 @@ func asConfigError(err error) error {
 	if ce, ok := err.(*config.Error); ok {
 		code := ce.Code
 		if code == "" {
-			code = sbexec.CodeBadConfig
+			code = core.CodeBadConfig
 		}
-		return &sbexec.Error{Code: code, Message: ce.Error(), Exit: 125, Err: err}
+		return &core.Error{Code: code, Message: ce.Error(), Exit: 125, Err: err}
 	}
-	return sbexec.Wrap(sbexec.CodeBadConfig, err, "configuration")
+	return core.Wrap(core.CodeBadConfig, err, "configuration")
 }
 
 // builder returns the image builder for the CLI's engine.
@@ -111,12 +112,12 @@ func checkNetwork(ctx context.Context, e networkEngine, name string, src config.
 	if name == "none" || name == "proxy" {
 		return nil
 	}
-	code := sbexec.CodeBadConfig
+	code := core.CodeBadConfig
 	if src.Kind == config.KindFlag {
-		code = sbexec.CodeBadFlag
+		code = core.CodeBadFlag
 	}
 	refuse := func(why string) error {
-		return sbexec.Errorf(code, "network %q (%s) is refused: %s; a sandbox joins none, proxy (its scope's own egress network) or a Docker network of yours that is not the plugin's", name, src, why)
+		return core.Errorf(code, "network %q (%s) is refused: %s; a sandbox joins none, proxy (its scope's own egress network) or a Docker network of yours that is not the plugin's", name, src, why)
 	}
 	switch {
 	case name == "":
@@ -153,7 +154,7 @@ func checkNetwork(ctx context.Context, e networkEngine, name string, src config.
 }
 
 func isReservedNetworkName(name string) bool {
-	return sbexec.IsPluginObjectName(name) ||
+	return core.IsPluginObjectName(name) ||
 		len(name) >= len(reservedNetworkPrefix) && strings.EqualFold(name[:len(reservedNetworkPrefix)], reservedNetworkPrefix)
 }
 
@@ -163,7 +164,7 @@ func pluginNetwork(name string, labels map[string]string) string {
 		return "is in the plugin's namespace (docker-sandbox*)"
 	}
 	for k := range labels {
-		if strings.HasPrefix(k, sbexec.LabelPrefix) {
+		if strings.HasPrefix(k, core.LabelPrefix) {
 			return "carries the plugin's label " + k
 		}
 	}

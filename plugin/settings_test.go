@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
@@ -114,10 +115,10 @@ func TestCheckNetwork(t *testing.T) {
 			if err == nil {
 				continue
 			}
-			var e *sbexec.Error
-			want := sbexec.CodeBadConfig
+			var e *core.Error
+			want := core.CodeBadConfig
 			if src.Kind == config.KindFlag {
-				want = sbexec.CodeBadFlag
+				want = core.CodeBadFlag
 			}
 			if !errors.As(err, &e) || e.Code != want || e.Exit != 125 || !strings.Contains(e.Message, "refused") || !strings.Contains(e.Message, src.String()) {
 				t.Errorf("checkNetwork(%q) from %s: %#v", tc.name, src, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/term"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -72,9 +73,9 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	if err != nil {
 		return err
 	}
-	target := sbexec.Target{Scope: c.DefaultScope}
+	target := core.Target{Scope: c.DefaultScope}
 	if len(positional) == 1 {
-		if target, err = sbexec.ParseTarget(positional[0]); err != nil {
+		if target, err = core.ParseTarget(positional[0]); err != nil {
 			return err
 		}
 	}
@@ -82,7 +83,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		return err
 	}
 	if !dockerCli.In().IsTerminal() {
-		return sbexec.Errorf(sbexec.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
+		return core.Errorf(core.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}
 	b := builder(dockerCli, c)
 	imageRef := c.Image
@@ -95,13 +96,13 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	if c.Network != "none" {
 		// A sandbox with egress is set up by exec; shell only joins it.
 		if _, err := dockerCli.Client().ContainerInspect(ctx, target.ContainerName()); err != nil {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "sandbox %s does not run and the configured network is %q: create it with `docker sandbox exec -s %s ...` first, then open the shell", target, c.Network, target.Scope)
+			return core.Errorf(core.CodeBadFlag, "sandbox %s does not run and the configured network is %q: create it with `docker sandbox exec -s %s ...` first, then open the shell", target, c.Network, target.Scope)
 		}
 	}
 	env := append([]string(nil), o.env...)
 	for _, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return sbexec.Errorf(sbexec.CodeBadFlag, "invalid --env %q: want KEY=VALUE", kv)
+			return core.Errorf(core.CodeBadFlag, "invalid --env %q: want KEY=VALUE", kv)
 		}
 	}
 	// The container can expire between Ensure and the exec (an idle TTL
@@ -138,8 +139,8 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 	api := dockerCli.Client()
 	h, w := dockerCli.Out().GetTtySize()
 	resp, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: sbexec.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Env: env, WorkingDir: sbexec.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
+		User: core.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: core.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
 	})
 	if err != nil {
 		return 0, false, err
@@ -220,7 +221,7 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 	}
 	if ins.Running {
 		// The stream ended but the shell did not (the connection broke).
-		return 0, started, sbexec.Errorf(sbexec.CodeSandboxGone, "lost the shell's stream")
+		return 0, started, core.Errorf(core.CodeSandboxGone, "lost the shell's stream")
 	}
 	return ins.ExitCode, started, nil
 }

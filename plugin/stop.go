@@ -10,6 +10,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
@@ -64,11 +65,11 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-func parseTargets(args []string) ([]sbexec.Target, error) {
-	var ts []sbexec.Target
-	seen := map[sbexec.Target]bool{}
+func parseTargets(args []string) ([]core.Target, error) {
+	var ts []core.Target
+	seen := map[core.Target]bool{}
 	for _, a := range args {
-		t, err := sbexec.ParseTarget(a)
+		t, err := core.ParseTarget(a)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 	out := dockerCli.Out()
 	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
 	var (
-		ts    []sbexec.Target
+		ts    []core.Target
 		exact bool
 	)
 	if o.all {
@@ -105,7 +106,7 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		if err != nil {
 			return fail(out, o.format, err)
 		}
-		seen := map[sbexec.Target]bool{}
+		seen := map[core.Target]bool{}
 		for _, r := range rows {
 			ts = append(ts, r.Target())
 			seen[r.Target()] = true
@@ -117,7 +118,7 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 				return fail(out, o.format, err)
 			}
 			for _, s := range scopes {
-				t := sbexec.Target{Scope: s}
+				t := core.Target{Scope: s}
 				if !seen[t] && (len(flt.Scopes) == 0 || slices.Contains(flt.Scopes, s)) {
 					ts = append(ts, t)
 				}
@@ -169,11 +170,11 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 			if data {
 				what = "container or data"
 			}
-			err = sbexec.Errorf(sbexec.CodeNotFound, "no sandbox %s (no %s): see `docker sandbox ls -a`", t, what)
+			err = core.Errorf(core.CodeNotFound, "no sandbox %s (no %s): see `docker sandbox ls -a`", t, what)
 		}
 		r := targetResult{Target: t.String(), Removed: err == nil}
 		if err != nil {
-			e := sbexec.AsError(err)
+			e := core.AsError(err)
 			r.Error = &errorBody{Code: e.Code, Message: e.Message}
 			if firstErr == nil {
 				firstErr = e
@@ -196,9 +197,9 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 	}
 	if firstErr != nil {
 		if o.format != "" {
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", sbexec.AsError(firstErr).Message)
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", core.AsError(firstErr).Message)
 		}
-		return cli.StatusError{StatusCode: sbexec.AsError(firstErr).Exit}
+		return cli.StatusError{StatusCode: core.AsError(firstErr).Exit}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/cli/cli"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
@@ -106,7 +107,7 @@ func TestTermQuoting(t *testing.T) {
 			// An error message (a helper's, a path in an archive): human on
 			// stderr, exact in JSON.
 			var js bytes.Buffer
-			err := fail(&js, "json", sbexec.Errorf("path_escape", "%s: refused", name))
+			err := fail(&js, "json", core.Errorf("path_escape", "%s: refused", name))
 			st, ok := err.(cli.StatusError)
 			if !ok {
 				t.Fatalf("fail returned %T", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
@@ -69,7 +70,7 @@ func runVersion(ctx context.Context, dockerCli command.Cli, o versionOptions) er
 	v.Host = dockerCli.DockerEndpoint().Host
 	sv, err := dockerCli.Client().ServerVersion(ctx)
 	v.ClientAPIVersion = dockerCli.Client().ClientVersion()
-	var engErr *sbexec.Error
+	var engErr *core.Error
 	if err != nil {
 		engErr = sbexec.EngineError(err, "cannot read the engine's version")
 		v.Error = &errorPayload{Code: engErr.Code, Message: engErr.Message}

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // TestFSUsage: a bad fs invocation is a usage error (exit 2), not a crash.

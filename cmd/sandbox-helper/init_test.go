@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // TestDecide: PID 1's rules on hand-written process tables (self is 1,

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 func threadCount(t *testing.T) int {
