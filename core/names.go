@@ -12,11 +12,15 @@ const NameRule = "1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'"
 
 // ValidateName checks a scope or session name; what names the flag or field.
 func ValidateName(what, name string) error {
-	if !nameRE.MatchString(name) {
+	if !ValidName(name) {
 		return Errorf(CodeBadName, "invalid %s name %q: a %s name is %s", what, name, what, NameRule)
 	}
 	return nil
 }
+
+// ValidName reports whether name follows NameRule (the one rule of scope
+// and session names, used by exec, the configuration and the egress policy).
+func ValidName(name string) bool { return nameRE.MatchString(name) }
 
 // Target names a sandbox: a scope and an optional session.
 type Target struct {

@@ -10,9 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // FileVersion is the version of the policy file format.
@@ -35,10 +36,8 @@ type Scope struct {
 	Updated time.Time `json:"updated"`
 }
 
-var scopeRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidScope reports whether name is a valid scope name.
-func ValidScope(name string) bool { return scopeRE.MatchString(name) }
+// ValidScope reports whether name is a valid scope name (core's rule).
+func ValidScope(name string) bool { return core.ValidName(name) }
 
 // NewToken returns a fresh random token (128 bits, hex).
 func NewToken() string {

@@ -388,7 +388,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bad scope name",
 			user: "default_scope = \"a b\"\n",
-			want: `config: {user}:1: key "default_scope": "a b" is not a valid scope name (use 1 to 64 letters, digits, '_' or '-')`,
+			want: `config: {user}:1: key "default_scope": "a b" is not a valid scope name (1 to 64 characters from A-Z, a-z, 0-9, '_' and '-')`,
 		},
 		{
 			name: "empty network",
@@ -403,7 +403,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "scope bad name",
 			user: "[scope.\"a b\"]\nallow = []\n",
-			want: `config: {user}:1: key "scope.\"a b\"": "a b" is not a valid scope name (use 1 to 64 letters, digits, '_' or '-')`,
+			want: `config: {user}:1: key "scope.\"a b\"": "a b" is not a valid scope name (1 to 64 characters from A-Z, a-z, 0-9, '_' and '-')`,
 		},
 		{
 			name: "scope not a table",

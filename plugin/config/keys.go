@@ -3,10 +3,11 @@ package config
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
 // keyTable is the one list of configuration keys. Environment variables,
@@ -308,14 +309,9 @@ func above[T number](lo, hi T, show func(T) string) func(T) *problem {
 	}
 }
 
-// NameRE is the rule for scope and session names.
-var NameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-const nameRule = "(use 1 to 64 letters, digits, '_' or '-')"
-
 func validName(s string) *problem {
-	if !NameRE.MatchString(s) {
-		return &problem{pred: "is not a valid scope name " + nameRule}
+	if !core.ValidName(s) {
+		return &problem{pred: "is not a valid scope name (" + core.NameRule + ")"}
 	}
 	return nil
 }
