@@ -25,6 +25,9 @@ const (
 	KindWorkspace = "workspace"
 	KindHelper    = "helper"
 	KindSeeder    = "seeder"
+	// KindProbe is the short-lived container `prune --older-than` runs to
+	// read when the data of expired sandboxes was last written.
+	KindProbe = "probe"
 )
 
 // BaseLabels returns the labels every object carries. DOCKER_SANDBOX_TEST_RUN

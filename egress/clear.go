@@ -12,7 +12,6 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // Cleared is what ClearPolicy did.
@@ -50,7 +49,7 @@ func (m *Manager) ClearPolicy(ctx context.Context, scope string) (Cleared, error
 	switch {
 	case notFound(err):
 	case err != nil:
-		return res, sbexec.EngineError(err, "cannot inspect network "+NetworkName(scope))
+		return res, core.EngineError(err, "cannot inspect network "+NetworkName(scope))
 	default:
 		if got, _, ok := scopeNetwork(n); ok && got == scope {
 			for id, ep := range n.Containers {
@@ -145,7 +144,7 @@ func (m *Manager) eachLogLine(ctx context.Context, id, path string, f func(strin
 		return nil
 	}
 	if err != nil {
-		return sbexec.EngineError(err, "cannot read "+path+" in the egress sidecar")
+		return core.EngineError(err, "cannot read "+path+" in the egress sidecar")
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)

@@ -86,7 +86,7 @@ func (m *Manager) sidecar(ctx context.Context) (*container.InspectResponse, erro
 		return nil, nil
 	}
 	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot inspect the egress sidecar")
+		return nil, core.EngineError(err, "cannot inspect the egress sidecar")
 	}
 	if !isSidecar(c) {
 		return nil, core.Errorf(core.CodeEngineError, "a container named %s exists and is not the egress sidecar of docker sandbox: remove or rename it", SidecarName)
@@ -210,7 +210,7 @@ func (m *Manager) Ensure(ctx context.Context) (*container.InspectResponse, Setti
 // remove removes the sidecar container c (its volume stays).
 func (m *Manager) remove(ctx context.Context, c *container.InspectResponse) error {
 	if err := m.Engine.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !notFound(err) && !conflict(err) {
-		return sbexec.EngineError(err, "cannot remove the egress sidecar")
+		return core.EngineError(err, "cannot remove the egress sidecar")
 	}
 	m.waitGone(ctx)
 	return nil
@@ -257,7 +257,7 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 					return nil, false, err
 				}
 			default:
-				return nil, false, sbexec.EngineError(err, "cannot start the egress sidecar")
+				return nil, false, core.EngineError(err, "cannot start the egress sidecar")
 			}
 		}
 		c, err = m.sidecar(ctx)
@@ -313,7 +313,7 @@ func (m *Manager) dataVolume(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, sbexec.EngineError(err, "cannot inspect volume "+VolumeName)
+		return false, core.EngineError(err, "cannot inspect volume "+VolumeName)
 	}
 	if v.Name != VolumeName || v.Labels[core.LabelManaged] != "true" || v.Labels[core.LabelKind] != KindData {
 		return false, core.Errorf(core.CodeEngineError, "a volume named %s exists and is not the egress data of docker sandbox: remove or rename it", VolumeName)
@@ -366,20 +366,20 @@ func (m *Manager) keptInVolume(ctx context.Context) (*Settings, error) {
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot read the engine's architecture")
+		return nil, core.EngineError(err, "cannot read the engine's architecture")
 	}
 	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !sbexec.ExecOnlyRuntime(info, ""))
 	if err != nil {
 		return nil, err
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, &container.Config{
-		Image: ref, User: core.SandboxUser, Entrypoint: []string{core.HelperPath}, Labels: core.BaseLabels(sbexec.KindProbe), WorkingDir: "/",
+		Image: ref, User: core.SandboxUser, Entrypoint: []string{core.HelperPath}, Labels: core.BaseLabels(core.KindProbe), WorkingDir: "/",
 	}, &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName, Target: DataDir, ReadOnly: true}},
 	}, nil, nil, core.PluginObjectName("egress-read."+strconv.FormatInt(time.Now().UnixNano(), 36)))
 	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot read the egress sidecar's kept settings")
+		return nil, core.EngineError(err, "cannot read the egress sidecar's kept settings")
 	}
 	defer func() {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
@@ -403,7 +403,7 @@ func (m *Manager) readFile(ctx context.Context, id, path string) ([]byte, bool, 
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, sbexec.EngineError(err, "cannot read "+path+" in the egress sidecar")
+		return nil, false, core.EngineError(err, "cannot read "+path+" in the egress sidecar")
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
@@ -427,7 +427,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 		if notFound(err) {
 			return core.Errorf(core.CodeBadFlag, "the outbound network %q does not exist (create it, or leave --outbound-network out to use the engine's default bridge)", s.OutboundNetwork)
 		}
-		return sbexec.EngineError(err, "cannot inspect the outbound network "+s.OutboundNetwork)
+		return core.EngineError(err, "cannot inspect the outbound network "+s.OutboundNetwork)
 	}
 	if out.Driver == "host" || out.Driver == "null" {
 		return core.Errorf(core.CodeBadFlag, "the outbound network must be a bridge-like network, not %q (%s)", s.OutboundNetwork, out.Driver)
@@ -440,7 +440,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
-		return sbexec.EngineError(err, "cannot read the engine's architecture")
+		return core.EngineError(err, "cannot read the engine's architecture")
 	}
 	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !sbexec.ExecOnlyRuntime(info, ""))
 	if err != nil {
@@ -448,7 +448,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	}
 	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
-		return sbexec.EngineError(err, "cannot list networks")
+		return core.EngineError(err, "cannot list networks")
 	}
 	cmd := []string{core.HelperPath, "proxy",
 		"--listen", ":" + strconv.Itoa(ProxyPort),
@@ -509,11 +509,11 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 		if conflict(err) {
 			return err
 		}
-		return sbexec.EngineError(err, "cannot create the egress sidecar")
+		return core.EngineError(err, "cannot create the egress sidecar")
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
-		return sbexec.EngineError(err, "cannot start the egress sidecar")
+		return core.EngineError(err, "cannot start the egress sidecar")
 	}
 	return nil
 }
@@ -571,7 +571,7 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 		}
 		nets, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 		if err != nil {
-			return sbexec.EngineError(err, "cannot list networks")
+			return core.EngineError(err, "cannot list networks")
 		}
 		want := HostNetworks(nets, s).Marshal()
 		sum := sha256.Sum256(want)
@@ -605,7 +605,7 @@ func (m *Manager) networksVersion(ctx context.Context, id string) (version strin
 		return path.Base(st.LinkTarget), true, nil
 	}
 	if err != nil && !notFound(err) {
-		return "", false, sbexec.EngineError(err, "cannot stat "+NetworksHashLink+" in the egress sidecar")
+		return "", false, core.EngineError(err, "cannot stat "+NetworksHashLink+" in the egress sidecar")
 	}
 	have, found, err := m.readFile(ctx, id, NetworksFile)
 	if err != nil || !found {
@@ -639,7 +639,7 @@ func (m *Manager) scopeNetworks(ctx context.Context) ([]network.Summary, error) 
 	nets, err := m.Engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", core.LabelManaged+"=true"), filters.Arg("label", core.LabelKind+"="+KindNetwork))})
 	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot list the scope networks")
+		return nil, core.EngineError(err, "cannot list the scope networks")
 	}
 	out := nets[:0]
 	for _, n := range nets {
@@ -697,7 +697,7 @@ func (m *Manager) connect(ctx context.Context, c *container.InspectResponse, n n
 		IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: lay.Proxy.String()},
 	})
 	if err != nil && !alreadyConnected(err) {
-		return sbexec.EngineError(err, "cannot connect the egress sidecar to "+n.Name)
+		return core.EngineError(err, "cannot connect the egress sidecar to "+n.Name)
 	}
 	return nil
 }
@@ -724,11 +724,11 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 			return n, lay, created, err
 		}
 		if !notFound(err) {
-			return n, Layout{}, false, sbexec.EngineError(err, "cannot inspect network "+name)
+			return n, Layout{}, false, core.EngineError(err, "cannot inspect network "+name)
 		}
 		all, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 		if err != nil {
-			return n, Layout{}, false, sbexec.EngineError(err, "cannot list networks")
+			return n, Layout{}, false, core.EngineError(err, "cannot list networks")
 		}
 		var used []netip.Prefix
 		for _, o := range all {
@@ -771,7 +771,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 			skip[sub] = true // another call took the subnet
 			continue
 		default:
-			return n, Layout{}, false, sbexec.EngineError(err, "cannot create network "+name)
+			return n, Layout{}, false, core.EngineError(err, "cannot create network "+name)
 		}
 	}
 	return network.Inspect{}, Layout{}, false, core.Errorf(core.CodeEngineError, "could not create network %s: the engine kept refusing the subnets", name)
@@ -934,11 +934,11 @@ func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdi
 		if notFound(err) || strings.Contains(err.Error(), "is not running") {
 			return -1, core.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start`")
 		}
-		return -1, sbexec.EngineError(err, "cannot run the helper in the egress sidecar")
+		return -1, core.EngineError(err, "cannot run the helper in the egress sidecar")
 	}
 	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return -1, sbexec.EngineError(err, "cannot attach to the egress sidecar")
+		return -1, core.EngineError(err, "cannot attach to the egress sidecar")
 	}
 	defer hj.Close()
 	stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
@@ -966,7 +966,7 @@ func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdi
 	}
 	ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 	if err != nil {
-		return -1, sbexec.EngineError(err, "cannot read the helper's exit code in the egress sidecar")
+		return -1, core.EngineError(err, "cannot read the helper's exit code in the egress sidecar")
 	}
 	return ins.ExitCode, nil
 }
@@ -985,7 +985,7 @@ func (m *Manager) Stop(ctx context.Context, remove bool) (bool, []string, error)
 	if !remove {
 		timeout := 5
 		if err := m.Engine.ContainerStop(ctx, c.ID, container.StopOptions{Timeout: &timeout}); err != nil && !notFound(err) {
-			return false, nil, sbexec.EngineError(err, "cannot stop the egress sidecar")
+			return false, nil, core.EngineError(err, "cannot stop the egress sidecar")
 		}
 		return true, nil, nil
 	}
@@ -1030,7 +1030,7 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) er
 		return nil
 	}
 	if err != nil {
-		return sbexec.EngineError(err, "cannot inspect network "+NetworkName(scope))
+		return core.EngineError(err, "cannot inspect network "+NetworkName(scope))
 	}
 	if got, _, ok := scopeNetwork(n); !ok || got != scope {
 		return core.Errorf(core.CodeEngineError, "network %s is not a docker sandbox scope network: left alone", n.Name)
@@ -1048,7 +1048,7 @@ func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) er
 		_ = m.Engine.NetworkDisconnect(ctx, n.ID, c.ID, true)
 	}
 	if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
-		return sbexec.EngineError(err, "cannot remove network "+NetworkName(scope))
+		return core.EngineError(err, "cannot remove network "+NetworkName(scope))
 	}
 	if forget && running(c) {
 		_, _ = m.helperExec(ctx, c.ID, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, nil)

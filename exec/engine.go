@@ -2,8 +2,6 @@ package exec
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -49,37 +47,6 @@ func scopeFilter(t core.Target, kind string) filters.Args {
 		f.Add("label", core.LabelKind+"="+kind)
 	}
 	return f
-}
-
-// EngineError classifies an error from the engine: unreachable engines get
-// their own code so scripts can tell them from bad input.
-func EngineError(err error, what string) *core.Error {
-	var e *core.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if IsUnreachable(err) {
-		return core.Wrap(core.CodeEngineUnreachable, err, "cannot reach the Docker Engine (check `docker context ls`, DOCKER_HOST, or that the engine runs)")
-	}
-	return core.Wrap(core.CodeEngineError, err, "%s", what)
-}
-
-// IsUnreachable tells a connection failure from an API error.
-func IsUnreachable(err error) bool {
-	if client.IsErrConnectionFailed(err) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "Cannot connect to the Docker daemon") || strings.Contains(s, "connect: no such file or directory") ||
-		strings.Contains(s, "connection refused")
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

@@ -38,10 +38,6 @@ import (
 //     container is gone. Each is a lower bound: the sandbox was used at
 //     least that recently.
 
-// KindProbe is the short-lived container `prune --older-than` runs to read
-// when the data of expired sandboxes was last written.
-const KindProbe = "probe"
-
 // States of a sandbox in `ls` and `inspect`.
 const (
 	StateRunning  = "running"           // an exec, copy or shell runs in it
@@ -242,10 +238,10 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
 	cs, cErr = e.ContainerList(ctx, container.ListOptions{All: true, Filters: cf})
 	wg.Wait()
 	if cErr != nil {
-		return nil, EngineError(cErr, "cannot list the sandbox containers")
+		return nil, core.EngineError(cErr, "cannot list the sandbox containers")
 	}
 	if vErr != nil {
-		return nil, EngineError(vErr, "cannot list the sandbox volumes")
+		return nil, core.EngineError(vErr, "cannot list the sandbox volumes")
 	}
 	rows := assemble(cs, vs.Volumes)
 	var out []*Sandbox
@@ -564,7 +560,7 @@ func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, e
 		return false, nil
 	}
 	if err != nil {
-		return false, EngineError(err, "cannot inspect network "+name)
+		return false, core.EngineError(err, "cannot inspect network "+name)
 	}
 	if s, ok := OwnScopeNetwork(n.Name, n.Labels); !ok || s != scope {
 		return false, nil
@@ -588,7 +584,7 @@ func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, e
 	case isConflict(err) || strings.Contains(err.Error(), "active endpoints"):
 		return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
 	default:
-		return false, EngineError(err, "cannot remove network "+name)
+		return false, core.EngineError(err, "cannot remove network "+name)
 	}
 }
 
@@ -603,7 +599,7 @@ func (m *Manager) ScopeNetworkScopes(ctx context.Context, labels []string) ([]st
 	f := managedFilter(kindScopeNetwork, labels)
 	nets, err := e.NetworkList(ctx, network.ListOptions{Filters: f})
 	if err != nil {
-		return nil, EngineError(err, "cannot list the scope networks")
+		return nil, core.EngineError(err, "cannot list the scope networks")
 	}
 	var out []string
 	for _, n := range nets {

@@ -141,7 +141,7 @@ func (m *Manager) inspect(ctx context.Context, t core.Target, size, again bool) 
 			if isNotFound(err) && again {
 				return m.inspect(ctx, t, size, false) // it went away meanwhile
 			}
-			return nil, EngineError(err, "cannot inspect the container of "+t.String())
+			return nil, core.EngineError(err, "cannot inspect the container of "+t.String())
 		}
 		c = &ci
 	}

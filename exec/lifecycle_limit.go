@@ -45,7 +45,7 @@ func (m *Manager) checkLimit(ctx context.Context) error {
 func (m *Manager) CountLive(ctx context.Context, labels []string) (int, error) {
 	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: managedFilter(core.KindSandbox, labels)})
 	if err != nil {
-		return 0, EngineError(err, "cannot count the live sandboxes")
+		return 0, core.EngineError(err, "cannot count the live sandboxes")
 	}
 	n := 0
 	for i := range cs {

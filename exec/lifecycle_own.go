@@ -158,7 +158,7 @@ func ownSeeder(c *container.Summary) bool {
 // ownProbe: the data probe, as probeOnce makes it (its name, the helper's
 // status --newest).
 func ownProbe(c *container.Summary) bool {
-	return managedAs(c.Labels, KindProbe) && strings.HasPrefix(primaryName(c.Names), probeNameStart) &&
+	return managedAs(c.Labels, core.KindProbe) && strings.HasPrefix(primaryName(c.Names), probeNameStart) &&
 		strings.HasPrefix(c.Command, core.HelperPath+" status --newest ")
 }
 

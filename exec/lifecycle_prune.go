@@ -175,15 +175,15 @@ func (m *Manager) pruneInventory(ctx context.Context, e lifecycleEngine, labels 
 	var err error
 	f := managedFilter("", labels)
 	if inv.containers, err = e.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil {
-		return inv, EngineError(err, "cannot list the plugin's containers")
+		return inv, core.EngineError(err, "cannot list the plugin's containers")
 	}
 	vs, err := e.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {
-		return inv, EngineError(err, "cannot list the plugin's volumes")
+		return inv, core.EngineError(err, "cannot list the plugin's volumes")
 	}
 	inv.volumes = vs.Volumes
 	if inv.networks, err = e.NetworkList(ctx, network.ListOptions{Filters: f}); err != nil {
-		return inv, EngineError(err, "cannot list the plugin's networks")
+		return inv, core.EngineError(err, "cannot list the plugin's networks")
 	}
 	return inv, nil
 }
@@ -438,7 +438,7 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 	}
 	info, err := e.Info(ctx)
 	if err != nil {
-		return nil, EngineError(err, "cannot read the engine's architecture")
+		return nil, core.EngineError(err, "cannot read the engine's architecture")
 	}
 	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !ExecOnlyRuntime(info, ""))
 	if err != nil {
@@ -466,7 +466,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
 	}
 	pids := int64(32)
-	cfg := &container.Config{Image: ref, User: core.SandboxUser, Entrypoint: args, Labels: core.BaseLabels(KindProbe), WorkingDir: "/"}
+	cfg := &container.Config{Image: ref, User: core.SandboxUser, Entrypoint: args, Labels: core.BaseLabels(core.KindProbe), WorkingDir: "/"}
 	hc := &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 		IpcMode: "private", RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -480,7 +480,7 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 	_, _ = rand.Read(rnd[:])
 	resp, err := e.ContainerCreate(ctx, cfg, hc, nil, nil, probeNameStart+hex.EncodeToString(rnd[:]))
 	if err != nil {
-		return EngineError(err, "cannot create the container that reads when the data was last written")
+		return core.EngineError(err, "cannot create the container that reads when the data was last written")
 	}
 	defer func() {
 		_ = e.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
@@ -489,21 +489,21 @@ func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, 
 	defer cancel()
 	waitC, errC := e.ContainerWait(wctx, resp.ID, container.WaitConditionNextExit)
 	if err := e.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		return EngineError(err, "cannot start the container that reads when the data was last written")
+		return core.EngineError(err, "cannot start the container that reads when the data was last written")
 	}
 	select {
 	case <-waitC:
 	case err := <-errC:
-		return EngineError(err, "waiting for the container that reads when the data was last written")
+		return core.EngineError(err, "waiting for the container that reads when the data was last written")
 	}
 	rc, err := e.ContainerLogs(ctx, resp.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
-		return EngineError(err, "cannot read the answer of the data probe")
+		return core.EngineError(err, "cannot read the answer of the data probe")
 	}
 	defer rc.Close()
 	var stdout, stderr bytes.Buffer
 	if _, err := stdcopy.StdCopy(&stdout, &stderr, rc); err != nil {
-		return EngineError(err, "cannot read the answer of the data probe")
+		return core.EngineError(err, "cannot read the answer of the data probe")
 	}
 	var rep struct {
 		Paths []struct {

@@ -185,7 +185,7 @@ func TestPlanContainers(t *testing.T) {
 				{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: core.HelperDir, RW: true}}}
 	}
 	probe := func(id, state string, created int64) container.Summary {
-		return container.Summary{ID: id, Names: []string{"/" + probeNameStart + id}, State: state, Created: created, Labels: kind(KindProbe),
+		return container.Summary{ID: id, Names: []string{"/" + probeNameStart + id}, State: state, Created: created, Labels: kind(core.KindProbe),
 			Command: core.HelperPath + " status --newest /v/docker-sandbox-a.user"}
 	}
 	sidecar := func(state string, created int64) container.Summary {
@@ -683,7 +683,7 @@ func TestRunRetriesAnExecThatDidNotStart(t *testing.T) {
 		{errors.New("unable to upgrade to tcp, received 404"), true},
 		{errors.New("unable to upgrade to tcp, received 500"), true}, // "is not running: Removal In Progress"
 		{errors.New("unable to upgrade to tcp, received 200"), false},
-		{EngineError(errors.New("unable to upgrade to tcp, received 409"), "x"), true},
+		{core.EngineError(errors.New("unable to upgrade to tcp, received 409"), "x"), true},
 		{nil, false},
 	} {
 		if got := execNotStarted(tc.err); got != tc.want {

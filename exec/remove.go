@@ -26,7 +26,7 @@ func (m *Manager) StopCreated(ctx context.Context, t core.Target, id string) (bo
 	if isNotFound(err) || isConflict(err) { // conflict: removal already in progress
 		return false, nil
 	}
-	return false, EngineError(err, "cannot remove the container of "+t.String())
+	return false, core.EngineError(err, "cannot remove the container of "+t.String())
 }
 
 // Remove removes the target's containers and data, whatever runs in them
@@ -82,7 +82,7 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 	// named like one of them without the plugin's labels is not touched.
 	vs, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: scopeFilter(t, "")})
 	if err != nil {
-		return found, EngineError(err, "cannot list the volumes of "+t.String())
+		return found, core.EngineError(err, "cannot list the volumes of "+t.String())
 	}
 	vols := map[string]bool{}
 	for _, v := range vs.Volumes {
@@ -101,7 +101,7 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 			// A call re-created the sandbox while this one removed it.
 			return found, core.Errorf(core.CodeScopeBusy, "sandbox %s is busy: it was used again while being removed (volume %s is in use); run the rm again once it is idle, or with --force", t, v)
 		default:
-			return found, EngineError(err, "cannot remove volume "+v)
+			return found, core.EngineError(err, "cannot remove volume "+v)
 		}
 	}
 	return found, nil
@@ -114,7 +114,7 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 func (m *Manager) containersOf(ctx context.Context, t core.Target, exact bool) ([]string, error) {
 	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: scopeFilter(t, core.KindSandbox)})
 	if err != nil {
-		return nil, EngineError(err, "cannot list the sandboxes of "+t.String())
+		return nil, core.EngineError(err, "cannot list the sandboxes of "+t.String())
 	}
 	var ids []string
 	for i := range cs {
@@ -154,7 +154,7 @@ func (m *Manager) removeContainers(ctx context.Context, t core.Target, ids []str
 			for _, id := range ids {
 				m.undrain(ctx, id, holder) // what stays must run again
 			}
-			return EngineError(err, "cannot remove a container of "+t.String())
+			return core.EngineError(err, "cannot remove a container of "+t.String())
 		}
 	}
 	// The engine removes an auto-remove container asynchronously; wait for
@@ -209,7 +209,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 			return false, nil
 		}
 		if err != nil {
-			return false, EngineError(err, "cannot inspect a container of "+t.String())
+			return false, core.EngineError(err, "cannot inspect a container of "+t.String())
 		}
 		if c.State == nil || !c.State.Running || c.State.Paused {
 			return false, nil // created, exited, dead or paused: nothing runs
@@ -236,7 +236,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 		}
 		if err != nil {
 			m.undrain(ctx, id, holder)
-			return false, EngineError(err, "cannot inspect a container of "+t.String())
+			return false, core.EngineError(err, "cannot inspect a container of "+t.String())
 		}
 		var others []string
 		for _, x := range c.ExecIDs {
@@ -264,14 +264,14 @@ func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int,
 		if IsGoneError(err) || isConflict(err) {
 			return -1, "", nil
 		}
-		return 0, "", EngineError(err, "cannot check that the sandbox is idle")
+		return 0, "", core.EngineError(err, "cannot check that the sandbox is idle")
 	}
 	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
 	if err != nil {
 		if execNotStarted(err) || IsGoneError(err) {
 			return -1, resp.ID, nil
 		}
-		return 0, resp.ID, EngineError(err, "cannot check that the sandbox is idle")
+		return 0, resp.ID, core.EngineError(err, "cannot check that the sandbox is idle")
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(hj.Reader, 64<<10))
 	hj.Close()
@@ -280,7 +280,7 @@ func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int,
 		if isNotFound(err) {
 			return -1, resp.ID, nil
 		}
-		return 0, resp.ID, EngineError(err, "cannot check that the sandbox is idle")
+		return 0, resp.ID, core.EngineError(err, "cannot check that the sandbox is idle")
 	}
 	if ins.Running {
 		return -1, resp.ID, nil // cannot happen once the stream ended

@@ -166,11 +166,11 @@ func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name s
 		case isNotRunning(err):
 			// Created but not started yet, or expiring: start it, or wait
 			// until the engine has removed it and create a new one.
-			if serr := m.Engine.ContainerStart(ctx, name, container.StartOptions{}); serr != nil && IsUnreachable(serr) {
-				return res, EngineError(serr, "")
+			if serr := m.Engine.ContainerStart(ctx, name, container.StartOptions{}); serr != nil && core.IsUnreachable(serr) {
+				return res, core.EngineError(serr, "")
 			}
 		default:
-			return res, EngineError(err, "cannot run in sandbox "+spec.Target.String())
+			return res, core.EngineError(err, "cannot run in sandbox "+spec.Target.String())
 		}
 		if time.Now().After(deadline) {
 			return res, core.Errorf(core.CodeEngineError, "sandbox %s did not become ready within %s", spec.Target, maxCreateWait)
@@ -218,7 +218,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 			return false, errNotRunningYet // paused, or going: nothing ran
 		}
 		if err != nil {
-			return true, EngineError(err, "cannot start the helper in the sandbox")
+			return true, core.EngineError(err, "cannot start the helper in the sandbox")
 		}
 		defer hj.Close()
 		stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
@@ -262,7 +262,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 		}
 		ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 		if err != nil {
-			return true, EngineError(err, "cannot read the helper's exit code")
+			return true, core.EngineError(err, "cannot read the helper's exit code")
 		}
 		exitCode = ins.ExitCode
 		return true, nil
@@ -317,7 +317,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 	var st wire.RunStatus
 	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
-		return st, EngineError(err, "cannot start the program in the sandbox")
+		return st, core.EngineError(err, "cannot start the program in the sandbox")
 	}
 	defer hj.Close()
 
@@ -616,7 +616,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
-		return "", EngineError(err, "cannot read the engine's runtimes")
+		return "", core.EngineError(err, "cannot read the engine's runtimes")
 	}
 	if spec.Runtime != "" {
 		if _, ok := info.Runtimes[spec.Runtime]; !ok {
@@ -649,7 +649,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		if _, err := m.Engine.VolumeInspect(ctx, v); isNotFound(err) {
 			fresh = append(fresh, v)
 		} else if err != nil {
-			return "", EngineError(err, "cannot inspect volume "+v)
+			return "", core.EngineError(err, "cannot inspect volume "+v)
 		}
 	}
 	*freshOut = fresh
@@ -670,7 +670,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 			return "", nil // another call won the race; use its container
 		}
 		cleanup()
-		return "", EngineError(err, "cannot create the sandbox container for "+spec.Target.String())
+		return "", core.EngineError(err, "cannot create the sandbox container for "+spec.Target.String())
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {
@@ -678,7 +678,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		}
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
 		cleanup()
-		return "", EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
+		return "", core.EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
 	}
 	return resp.ID, nil
 }
@@ -695,10 +695,10 @@ func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
 	hc := &container.HostConfig{NetworkMode: "none", Mounts: spec.seederMounts()}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
-		return EngineError(err, "cannot create the volumes for "+spec.Target.String())
+		return core.EngineError(err, "cannot create the volumes for "+spec.Target.String())
 	}
 	if err := m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{}); err != nil {
-		return EngineError(err, "cannot remove the volume seeder container")
+		return core.EngineError(err, "cannot remove the volume seeder container")
 	}
 	return nil
 }

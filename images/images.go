@@ -27,7 +27,6 @@ import (
 	"github.com/moby/term"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 //go:embed bin/sandbox-helper-linux-amd64 bin/sandbox-helper-linux-arm64 bin/helper.id
@@ -160,7 +159,7 @@ func (b *Builder) EnsureHelper(ctx context.Context, arch string, readable bool) 
 	if _, err := b.Engine.ImageInspect(ctx, ref); err == nil {
 		return ref, b.HelperVolume(arch, readable), nil
 	} else if !cerrdefs.IsNotFound(err) {
-		return "", "", sbexec.EngineError(err, "cannot inspect the helper image")
+		return "", "", core.EngineError(err, "cannot inspect the helper image")
 	}
 	if err := b.BuildHelper(ctx, arch, readable); err != nil {
 		return "", "", err
@@ -187,7 +186,7 @@ func (b *Builder) BuildHelper(ctx context.Context, arch string, readable bool) e
 		},
 	})
 	if err != nil {
-		return sbexec.EngineError(err, "cannot import the helper image")
+		return core.EngineError(err, "cannot import the helper image")
 	}
 	defer rc.Close()
 	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
@@ -242,7 +241,7 @@ func (b *Builder) EnsureImage(ctx context.Context, ref string) (image.InspectRes
 		return img, nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return img, sbexec.EngineError(err, "cannot inspect image "+ref)
+		return img, core.EngineError(err, "cannot inspect image "+ref)
 	}
 	if ref == b.RuntimeRef() {
 		fmt.Fprintf(b.progress(), "docker sandbox: building the runtime image %s from %s (first use)\n", ref, b.base())
@@ -256,7 +255,7 @@ func (b *Builder) EnsureImage(ctx context.Context, ref string) (image.InspectRes
 	}
 	img, err = b.Engine.ImageInspect(ctx, ref)
 	if err != nil {
-		return img, sbexec.EngineError(err, "cannot inspect image "+ref)
+		return img, core.EngineError(err, "cannot inspect image "+ref)
 	}
 	return img, nil
 }
@@ -282,8 +281,8 @@ func (b *Builder) pull(ctx context.Context, ref string) error {
 		err = b.display(rc)
 	}
 	if err != nil {
-		if sbexec.IsUnreachable(err) && !strings.Contains(err.Error(), "registry") {
-			return sbexec.EngineError(err, "")
+		if core.IsUnreachable(err) && !strings.Contains(err.Error(), "registry") {
+			return core.EngineError(err, "")
 		}
 		return core.Wrap(core.CodeImageMissing, err, "image %s is not on the engine and could not be pulled (build or load it first, e.g. `docker load`)", ref)
 	}
@@ -317,8 +316,8 @@ func (b *Builder) BuildRuntime(ctx context.Context) error {
 		Version: build.BuilderV1,
 	})
 	if err != nil {
-		if sbexec.IsUnreachable(err) {
-			return sbexec.EngineError(err, "")
+		if core.IsUnreachable(err) {
+			return core.EngineError(err, "")
 		}
 		return core.Wrap(core.CodeImageBuildFailed, err, "cannot build the runtime image %s", b.RuntimeRef())
 	}
@@ -347,7 +346,7 @@ type Summary struct {
 func (b *Builder) List(ctx context.Context) ([]Summary, error) {
 	imgs, err := b.Engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelImage))})
 	if err != nil {
-		return nil, sbexec.EngineError(err, "cannot list images")
+		return nil, core.EngineError(err, "cannot list images")
 	}
 	var out []Summary
 	for _, im := range imgs {

@@ -274,7 +274,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		}
 		for _, v := range res.FreshVolumes {
 			if err := dockerCli.Client().VolumeRemove(bg, v, true); err != nil && rmErr == nil {
-				rmErr = sbexec.EngineError(err, "--rm: cannot remove volume "+v)
+				rmErr = core.EngineError(err, "--rm: cannot remove volume "+v)
 			}
 		}
 		done()

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
@@ -57,7 +58,7 @@ func runImagesBuild(ctx context.Context, dockerCli command.Cli, cmd *cobra.Comma
 	b := builder(dockerCli, c)
 	info, err := dockerCli.Client().Info(ctx)
 	if err != nil {
-		return sbexec.EngineError(err, "cannot read the engine's architecture and runtimes")
+		return core.EngineError(err, "cannot read the engine's architecture and runtimes")
 	}
 	arch := info.Architecture
 	readable := !sbexec.ExecOnlyRuntime(info, "")

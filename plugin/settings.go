@@ -133,7 +133,7 @@ func checkNetwork(ctx context.Context, e networkEngine, name string, src config.
 	}
 	nets, err := e.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
-		return sbexec.EngineError(err, "cannot list the engine's networks")
+		return core.EngineError(err, "cannot list the engine's networks")
 	}
 	for _, n := range nets {
 		if n.Name != name && !strings.HasPrefix(n.ID, name) {

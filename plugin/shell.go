@@ -121,7 +121,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		case !started && sbexec.IsGoneError(err) && attempt < 3:
 			continue
 		default:
-			return sbexec.EngineError(err, fmt.Sprintf("shell in sandbox %s", target))
+			return core.EngineError(err, fmt.Sprintf("shell in sandbox %s", target))
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
@@ -72,7 +71,7 @@ func runVersion(ctx context.Context, dockerCli command.Cli, o versionOptions) er
 	v.ClientAPIVersion = dockerCli.Client().ClientVersion()
 	var engErr *core.Error
 	if err != nil {
-		engErr = sbexec.EngineError(err, "cannot read the engine's version")
+		engErr = core.EngineError(err, "cannot read the engine's version")
 		v.Error = &errorPayload{Code: engErr.Code, Message: engErr.Message}
 	} else {
 		v.Engine = &engineJSON{Version: sv.Version, APIVersion: sv.APIVersion, MinAPI: sv.MinAPIVersion, OS: sv.Os, Arch: sv.Arch}
