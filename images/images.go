@@ -29,7 +29,10 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 )
 
-//go:embed bin/sandbox-helper-linux-amd64 bin/sandbox-helper-linux-arm64 bin/helper.id
+// The helper binaries, built by scripts/build.sh into bin/ (which git keeps
+// with a README only, so that a fresh clone compiles).
+//
+//go:embed bin
 var helperFS embed.FS
 
 //go:embed runtime/Dockerfile
@@ -64,6 +67,9 @@ var Arches = []string{"amd64", "arm64"}
 func HelperBinary(arch string) ([]byte, error) {
 	b, err := helperFS.ReadFile("bin/sandbox-helper-linux-" + normArch(arch))
 	if err != nil {
+		if _, e := helperFS.ReadFile("bin/sandbox-helper-linux-amd64"); e != nil {
+			return nil, core.Errorf(core.CodeInternal, "this plugin was built without its in-container helper: build it with scripts/build.sh (or install it with scripts/install.sh)")
+		}
 		return nil, core.Errorf(core.CodeBadImage, "no sandbox helper for architecture %q (this plugin carries %s)", arch, strings.Join(Arches, ", "))
 	}
 	return b, nil
