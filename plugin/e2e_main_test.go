@@ -49,6 +49,34 @@ func init() {
 	repoRoot = filepath.Dir(filepath.Dir(f))
 }
 
+// The runsc pass: with DOCKER_SANDBOX_TEST_PASS=runsc (scripts/test.sh's
+// second pass over the suites whose behaviour depends on the runtime), the
+// gVisor runtime is registered with the engine for the whole run and every
+// sandbox the tests make uses it (DOCKER_SANDBOX_RUNTIME, the configuration
+// key `runtime`); the engine's runtimes and daemon.json are put back after.
+const envTestPass = "DOCKER_SANDBOX_TEST_PASS"
+
+// underRunsc reports whether this run is the runsc pass.
+func underRunsc() bool { return os.Getenv(envTestPass) == "runsc" }
+
+func TestMain(m *testing.M) {
+	if !underRunsc() {
+		os.Exit(m.Run())
+	}
+	name, restore, err := registerRunscRuntime()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "the runsc pass: %v\n", err)
+		os.Exit(1)
+	}
+	os.Setenv("DOCKER_SANDBOX_RUNTIME", name)
+	code := m.Run()
+	if err := restore(); err != nil {
+		fmt.Fprintf(os.Stderr, "the runsc pass: restoring the engine: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
 // needE2E skips outside the end-to-end setup, saying why; inside CI a
 // missing setup is a failure, never a skip.
 func needE2E(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
 
 	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
@@ -46,38 +47,69 @@ const absentMarker = "docker-sandbox-test: no daemon.json before\n"
 // and reloads again. Returns the runtime's name.
 func registerRunsc(t *testing.T) string {
 	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		testenv.Skip(t, format, args...)
+	name, restore, err := registerRunscRuntime()
+	var un *runscUnavailable
+	if errors.As(err, &un) {
+		testenv.Skip(t, "%s", un.msg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	return name
+}
+
+// runscUnavailable: this machine cannot run the gVisor tests (no runsc, no
+// local dockerd to reload): a skip outside CI, a failure in it.
+type runscUnavailable struct{ msg string }
+
+func (e *runscUnavailable) Error() string { return e.msg }
+
+// registerRunscRuntime registers runscRuntimeName with the local engine and
+// returns how to undo it (the engine's runtimes and daemon.json exactly as
+// they were). It is used by TestRuntimeRunsc and by the runsc pass
+// (TestMain, DOCKER_SANDBOX_TEST_PASS=runsc).
+func registerRunscRuntime() (string, func() error, error) {
+	unavailable := func(format string, args ...any) (string, func() error, error) {
+		return "", nil, &runscUnavailable{msg: fmt.Sprintf(format, args...)}
 	}
 	runsc, err := osexec.LookPath("runsc")
 	if err != nil {
-		unavailable("runsc is not installed (scripts/test.sh installs Debian's runsc package)")
+		return unavailable("runsc is not installed (scripts/test.sh installs Debian's runsc package)")
 	}
 	pid, err := dockerdPID()
 	if err != nil {
-		unavailable("the engine is not a local dockerd this test can reload: %v", err)
+		return unavailable("the engine is not a local dockerd this test can reload: %v", err)
 	}
 	if _, err := os.Stat(daemonJSONBackup); err == nil {
-		t.Fatalf("%s exists: a run died before restoring %s; put it back by hand (scripts/test.sh does at its cleanup)", daemonJSONBackup, daemonJSON)
+		return "", nil, fmt.Errorf("%s exists: a run died before restoring %s; put it back by hand (scripts/test.sh does at its cleanup)", daemonJSONBackup, daemonJSON)
 	}
 	orig, err := os.ReadFile(daemonJSON)
 	existed := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		unavailable("cannot read %s: %v", daemonJSON, err)
+		return unavailable("cannot read %s: %v", daemonJSON, err)
 	}
 	cfg := map[string]any{}
 	if existed && len(bytes.TrimSpace(orig)) > 0 {
 		if err := json.Unmarshal(orig, &cfg); err != nil {
-			t.Fatalf("%s is not JSON: %v", daemonJSON, err)
+			return "", nil, fmt.Errorf("%s is not JSON: %v", daemonJSON, err)
 		}
 	}
 	// The runtimes the engine knows now, which the undo step names: a
 	// reload with a "runtimes" key drops the ones it does not name (also
 	// the io.containerd.* aliases dockerd 20.10 adds at start).
-	info, err := engine(t).Info(context.Background())
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
+	}
+	defer cli.Close()
+	info, err := cli.Info(context.Background())
+	if err != nil {
+		return "", nil, err
 	}
 	before := runtimeNames(info.Runtimes)
 	runtimes, _ := cfg["runtimes"].(map[string]any)
@@ -93,66 +125,86 @@ func registerRunsc(t *testing.T) string {
 	cfg["runtimes"] = runtimes
 	undo, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	runtimes[runscRuntimeName] = map[string]any{"path": runsc, "runtimeArgs": []string{"--platform=ptrace", "--network=none"}}
 	cfg["runtimes"] = runtimes
 	updated, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	backup := []byte(absentMarker)
 	if existed {
 		backup = orig
 	}
 	if err := os.WriteFile(daemonJSONUndo, append(undo, '\n'), 0o600); err != nil {
-		unavailable("cannot write %s: %v", daemonJSONUndo, err)
+		return unavailable("cannot write %s: %v", daemonJSONUndo, err)
 	}
 	if err := os.WriteFile(daemonJSONBackup, backup, 0o600); err != nil {
 		_ = os.Remove(daemonJSONUndo)
-		unavailable("cannot write %s: %v", daemonJSONBackup, err)
+		return unavailable("cannot write %s: %v", daemonJSONBackup, err)
 	}
-	restore := func() {
-		writeFileAtomic(t, daemonJSON, append(undo, '\n'))
+	restore := func() error {
+		var errs []error
+		if err := writeFileAtomic(daemonJSON, append(undo, '\n')); err != nil {
+			errs = append(errs, err)
+		}
 		_ = syscall.Kill(pid, syscall.SIGHUP)
-		waitRuntime(t, runscRuntimeName, false)
-		if info, err := engine(t).Info(context.Background()); err != nil || runtimeNames(info.Runtimes) != before {
-			t.Errorf("the engine's runtimes after the test: %v (%v), before: %s", runtimeNames(info.Runtimes), err, before)
+		if err := waitRuntime(cli2(), runscRuntimeName, false); err != nil {
+			errs = append(errs, err)
+		}
+		if info, err := cli2().Info(context.Background()); err != nil || runtimeNames(info.Runtimes) != before {
+			errs = append(errs, fmt.Errorf("the engine's runtimes after the test: %v (%v), before: %s", runtimeNames(info.Runtimes), err, before))
 		}
 		if existed {
-			writeFileAtomic(t, daemonJSON, orig)
+			if err := writeFileAtomic(daemonJSON, orig); err != nil {
+				errs = append(errs, err)
+			}
 		} else {
 			_ = os.Remove(daemonJSON)
 		}
 		_ = os.Remove(daemonJSONUndo)
 		_ = os.Remove(daemonJSONBackup)
+		return errors.Join(errs...)
 	}
-	t.Cleanup(restore)
 	if err := os.MkdirAll(filepath.Dir(daemonJSON), 0o755); err != nil {
-		t.Fatal(err)
+		return "", nil, errors.Join(err, restore())
 	}
-	writeFileAtomic(t, daemonJSON, append(updated, '\n'))
+	if err := writeFileAtomic(daemonJSON, append(updated, '\n')); err != nil {
+		return "", nil, errors.Join(err, restore())
+	}
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-		t.Fatalf("reloading dockerd (pid %d): %v", pid, err)
+		return "", nil, errors.Join(fmt.Errorf("reloading dockerd (pid %d): %v", pid, err), restore())
 	}
-	waitRuntime(t, runscRuntimeName, true)
-	return runscRuntimeName
+	if err := waitRuntime(cli2(), runscRuntimeName, true); err != nil {
+		return "", nil, errors.Join(err, restore())
+	}
+	return runscRuntimeName, restore, nil
 }
 
-func writeFileAtomic(t *testing.T, path string, data []byte) {
-	t.Helper()
+// cli2 is an engine client for use outside a test (TestMain).
+func cli2() *client.Client {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func writeFileAtomic(path string, data []byte) error {
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	}
 	tmp := path + ".docker-sandbox-test-tmp"
 	if err := os.WriteFile(tmp, data, mode); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		t.Fatal(err)
+		return err
 	}
+	return nil
 }
 
 // dockerdPID finds the local dockerd: its pid file, else the process list.
@@ -183,18 +235,22 @@ func runtimeNames(rts map[string]system.RuntimeWithStatus) string {
 }
 
 // waitRuntime polls the engine until the runtime is (or is no longer) known.
-func waitRuntime(t *testing.T, name string, present bool) {
-	t.Helper()
-	poll(t, 20*time.Second, func() error {
-		info, err := engine(t).Info(context.Background())
-		if err != nil {
+func waitRuntime(cli *client.Client, name string, present bool) error {
+	defer cli.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := cli.Info(context.Background())
+		if err == nil {
+			if _, ok := info.Runtimes[name]; ok == present {
+				return nil
+			}
+			err = fmt.Errorf("runtime %s known to the engine: %v, want %v", name, !present, present)
+		}
+		if time.Now().After(deadline) {
 			return err
 		}
-		if _, ok := info.Runtimes[name]; ok != present {
-			return fmt.Errorf("runtime %s known to the engine: %v, want %v", name, ok, present)
-		}
-		return nil
-	})
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestRuntimeRunsc runs sandboxes under gVisor: the program runs in
