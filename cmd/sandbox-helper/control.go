@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -222,6 +223,24 @@ func rootKind(root string, pid int) (kind string, argv []string, ok bool) {
 	}
 	argv = splitCmdline(cmd)
 	return helperSubcommand(argv), argv, true
+}
+
+// threadGroup returns the process (thread group) of a thread id: gVisor's
+// SCM_CREDENTIALS name the writing thread, where Linux names its process
+// (a Go program writes from any of its threads).
+func threadGroup(root string, tid int) int {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(tid), "status"))
+	if err != nil {
+		return tid
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return tid
 }
 
 // errNoInit: the sandbox's init does not answer (it is exiting).

@@ -443,6 +443,7 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 		c.Close()
 		return
 	}
+	pid = threadGroup(procRoot, pid)
 	kind, argv, ok := rootKind(procRoot, pid)
 	if !ok || kind == "" {
 		if debugControl {
