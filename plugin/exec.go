@@ -112,7 +112,7 @@ type execJSON struct {
 	Created         bool    `json:"created"`
 	// Error is set when the sandbox stopped the program (disk_limit,
 	// lifetime_reached): the output up to then is above.
-	Error *jsonError `json:"error,omitempty"`
+	Error *errorBody `json:"error,omitempty"`
 }
 
 // applyFlags records the changed flags into the configuration.
@@ -290,7 +290,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return runErr
 	}
 	st := res.Status
-	var stoppedBy *jsonError // the sandbox stopped (or refused) the program
+	var stoppedBy *errorBody // the sandbox stopped (or refused) the program
 	switch st.ErrorCode {
 	case "":
 	case wire.ErrDiskLimit, wire.ErrLifetime:
@@ -298,7 +298,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		if st.ErrorCode == wire.ErrLifetime {
 			code = core.CodeLifetimeReached
 		}
-		stoppedBy = &jsonError{Code: code, Message: st.Error}
+		stoppedBy = &errorBody{Code: code, Message: st.Error}
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
 		code := core.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {

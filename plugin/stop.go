@@ -59,12 +59,6 @@ type targetResult struct {
 	Error   *errorBody `json:"error"`
 }
 
-// errorBody is the error object's content.
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 func parseTargets(args []string) ([]core.Target, error) {
 	var ts []core.Target
 	seen := map[core.Target]bool{}
@@ -175,7 +169,7 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		r := targetResult{Target: t.String(), Removed: err == nil}
 		if err != nil {
 			e := core.AsError(err)
-			r.Error = &errorBody{Code: e.Code, Message: e.Message}
+			r.Error = newErrorBody(e)
 			if firstErr == nil {
 				firstErr = e
 			}

@@ -25,11 +25,11 @@ type versionJSON struct {
 		OS       string `json:"os"`
 		Arch     string `json:"arch"`
 	} `json:"plugin"`
-	Context          string        `json:"context"`
-	Host             string        `json:"host"`
-	ClientAPIVersion string        `json:"client_api_version"`
-	Engine           *engineJSON   `json:"engine"`
-	Error            *errorPayload `json:"error,omitempty"`
+	Context          string      `json:"context"`
+	Host             string      `json:"host"`
+	ClientAPIVersion string      `json:"client_api_version"`
+	Engine           *engineJSON `json:"engine"`
+	Error            *errorBody  `json:"error,omitempty"`
 }
 
 type engineJSON struct {
@@ -38,11 +38,6 @@ type engineJSON struct {
 	MinAPI     string `json:"min_api_version"`
 	OS         string `json:"os"`
 	Arch       string `json:"arch"`
-}
-
-type errorPayload struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 func newVersionCommand(dockerCli command.Cli) *cobra.Command {
@@ -72,7 +67,7 @@ func runVersion(ctx context.Context, dockerCli command.Cli, o versionOptions) er
 	var engErr *core.Error
 	if err != nil {
 		engErr = core.EngineError(err, "cannot read the engine's version")
-		v.Error = &errorPayload{Code: engErr.Code, Message: engErr.Message}
+		v.Error = newErrorBody(engErr)
 	} else {
 		v.Engine = &engineJSON{Version: sv.Version, APIVersion: sv.APIVersion, MinAPI: sv.MinAPIVersion, OS: sv.Os, Arch: sv.Arch}
 	}
