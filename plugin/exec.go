@@ -20,7 +20,6 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
-	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type execOptions struct {
@@ -113,23 +112,6 @@ type execJSON struct {
 	// Error is set when the sandbox stopped the program (disk_limit,
 	// lifetime_reached): the output up to then is above.
 	Error *errorBody `json:"error,omitempty"`
-}
-
-// applyFlags records the changed flags into the configuration.
-func applyFlags(cmd *cobra.Command, c *config.Config, pairs map[string]string) error {
-	for flag, key := range pairs {
-		if !cmd.Flags().Changed(flag) {
-			continue
-		}
-		v := cmd.Flags().Lookup(flag).Value.String()
-		if err := c.Set(key, v, "--"+flag); err != nil {
-			return asConfigError(err)
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return asConfigError(err)
-	}
-	return nil
 }
 
 func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o *execOptions) error {

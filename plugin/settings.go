@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/images"
@@ -184,4 +185,9 @@ func (r checkedRunner) HelperExec(ctx context.Context, spec sbexec.Spec, rr sbex
 		return 0, sbexec.Result{}, err
 	}
 	return r.Runner.HelperExec(ctx, spec, rr)
+}
+
+// egressManager returns the sidecar manager for the CLI's engine.
+func egressManager(dockerCli command.Cli, c *config.Config) *egress.Manager {
+	return &egress.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, HelperID: images.HelperID()}
 }

@@ -59,22 +59,6 @@ type targetResult struct {
 	Error   *errorBody `json:"error"`
 }
 
-func parseTargets(args []string) ([]core.Target, error) {
-	var ts []core.Target
-	seen := map[core.Target]bool{}
-	for _, a := range args {
-		t, err := core.ParseTarget(a)
-		if err != nil {
-			return nil, err
-		}
-		if !seen[t] {
-			seen[t] = true
-			ts = append(ts, t)
-		}
-	}
-	return ts, nil
-}
-
 // runRemoval is stop (data=false) and rm (data=true).
 func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o removalOptions, data bool) error {
 	switch {
@@ -196,4 +180,16 @@ func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, 
 		return cli.StatusError{StatusCode: core.AsError(firstErr).Exit}
 	}
 	return nil
+}
+
+// egressPolicyNote is the line `rm SCOPE` prints when the scope's egress
+// policy stays in the sidecar (it is configuration, like a [scope.NAME]
+// table), or "" when it has none (or there is no sidecar container to
+// read it from). Nothing is started or run in the sidecar.
+func egressPolicyNote(ctx context.Context, m *egress.Manager, scope string) string {
+	has, known, err := m.StoredPolicy(ctx, scope)
+	if err != nil || !known || !has {
+		return ""
+	}
+	return fmt.Sprintf("the egress policy of scope %s stays in the sidecar (`docker sandbox egress policy %s --clear` removes it)", scope, scope)
 }

@@ -88,10 +88,3 @@ func runVersion(ctx context.Context, dockerCli command.Cli, o versionOptions) er
 	}
 	return nil
 }
-
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError(cmd, "%q accepts no arguments", cmd.CommandPath())
-	}
-	return nil
-}
