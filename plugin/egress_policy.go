@@ -3,12 +3,14 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 )
 
 type egressPolicyOptions struct {
@@ -33,7 +35,15 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 				return usageError(cmd, "%q requires exactly 1 argument (a scope)", cmd.CommandPath())
 			}
 			set := cmd.Flags().Changed("allow") || cmd.Flags().Changed("allow-port") || cmd.Flags().Changed("allow-cidr") || o.clear
-			return fail(dockerCli.Out(), o.format, runEgressPolicy(cmd.Context(), dockerCli, args[0], set, o))
+			out := dockerCli.Out()
+			if err := core.ValidateName("scope", args[0]); err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return fail(out, o.format, runEgressPolicy(cmd.Context(), egressManager(dockerCli, c), out, dockerCli.Err(), args[0], set, o))
 		},
 	}
 	f := cmd.Flags()
@@ -45,21 +55,25 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 	return cmd
 }
 
-func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, set bool, o egressPolicyOptions) error {
-	if err := core.ValidateName("scope", scope); err != nil {
-		return err
-	}
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	m := egressManager(dockerCli, c)
-	var p egress.ScopePolicy
+// egressPolicies is what egress policy asks of the sidecar manager.
+type egressPolicies interface {
+	Policy(ctx context.Context, scope string) (egress.ScopePolicy, bool, error)
+	SetPolicy(ctx context.Context, scope string, rules policy.Rules) (policy.Rules, error)
+	ClearPolicy(ctx context.Context, scope string) (egress.Cleared, error)
+}
+
+// runEgressPolicy shows the policy of scope (a valid name), or with set
+// replaces or (--clear) removes it.
+func runEgressPolicy(ctx context.Context, m egressPolicies, out, errOut io.Writer, scope string, set bool, o egressPolicyOptions) error {
+	var (
+		p   egress.ScopePolicy
+		err error
+	)
 	if o.clear {
 		if len(o.allow) > 0 || len(o.ports) > 0 || len(o.cidrs) > 0 {
 			return core.Errorf(core.CodeBadFlag, "--clear cannot be combined with --allow, --allow-port or --allow-cidr")
 		}
-		return runEgressPolicyClear(ctx, dockerCli, m, scope, o.format)
+		return runEgressPolicyClear(ctx, m, out, errOut, scope, o.format)
 	}
 	if set {
 		r, err := egressRules(o.allow, o.ports, o.cidrs)
@@ -83,7 +97,6 @@ func runEgressPolicy(ctx context.Context, dockerCli command.Cli, scope string, s
 			return core.Errorf(core.CodeNotFound, "scope %s has no egress policy (set one with --allow, or run it with exec --network proxy)", scope)
 		}
 	}
-	out := dockerCli.Out()
 	return writeFormatted(out, o.format, p, func() error {
 		fmt.Fprintf(out, "scope:  %s\n", core.TermText(p.Scope))
 		fmt.Fprintf(out, "allow:  %s\n", egList(p.Allow, "(nothing)"))
@@ -105,7 +118,7 @@ type egressClearJSON struct {
 	Sandboxes []string `json:"sandboxes"`
 }
 
-func runEgressPolicyClear(ctx context.Context, dockerCli command.Cli, m *egress.Manager, scope, format string) error {
+func runEgressPolicyClear(ctx context.Context, m egressPolicies, out, errOut io.Writer, scope, format string) error {
 	res, err := m.ClearPolicy(ctx, scope)
 	if err != nil {
 		return err
@@ -114,7 +127,6 @@ func runEgressPolicyClear(ctx context.Context, dockerCli command.Cli, m *egress.
 	if j.Sandboxes == nil {
 		j.Sandboxes = []string{}
 	}
-	out := dockerCli.Out()
 	return writeFormatted(out, format, j, func() error {
 		switch {
 		case !res.Existed:
@@ -123,7 +135,7 @@ func runEgressPolicyClear(ctx context.Context, dockerCli command.Cli, m *egress.
 			fmt.Fprintf(out, "removed the egress policy of scope %s\n", scope)
 		default:
 			fmt.Fprintf(out, "scope %s: everything denied; its (empty) policy stays while its sandboxes hold its credential: %s\n", scope, egList(res.Sandboxes, ""))
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: `docker sandbox rm %s`, then --clear again, removes the policy\n", scope)
+			fmt.Fprintf(errOut, "docker sandbox: `docker sandbox rm %s`, then --clear again, removes the policy\n", scope)
 		}
 		return nil
 	})

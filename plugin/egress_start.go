@@ -2,10 +2,12 @@ package plugin
 
 import (
 	"context"
+	"io"
 	"net/netip"
 	"strings"
 
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -39,8 +41,14 @@ func newEgressStartCommand(dockerCli command.Cli) *cobra.Command {
 			for _, f := range []string{"outbound-network", "subnet-pool", "subnet-size", "add-host", "no-dns"} {
 				o.given = o.given || cmd.Flags().Changed(f)
 			}
-			return fail(dockerCli.Out(), o.format, runEgressStart(cmd.Context(), dockerCli, o))
+			out := dockerCli.Out()
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return fail(out, o.format, runEgressStart(cmd.Context(), egressManager(dockerCli, c), out, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.outbound, "outbound-network", "", "Network the sidecar reaches upstreams through (default: the engine's bridge)")
@@ -53,11 +61,13 @@ func newEgressStartCommand(dockerCli command.Cli) *cobra.Command {
 	return cmd
 }
 
-func runEgressStart(ctx context.Context, dockerCli command.Cli, o egressStartOptions) error {
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
+// egressStarter is what egress start asks of the sidecar manager.
+type egressStarter interface {
+	Start(ctx context.Context, s egress.Settings, given, replace bool) (*container.InspectResponse, bool, error)
+	egressStatuser
+}
+
+func runEgressStart(ctx context.Context, m egressStarter, out io.Writer, o egressStartOptions) error {
 	pool, err := netip.ParsePrefix(o.pool)
 	if err != nil {
 		return core.Errorf(core.CodeBadFlag, "invalid --subnet-pool %q: use an IPv4 prefix such as 10.213.0.0/16", o.pool)
@@ -66,7 +76,6 @@ func runEgressStart(ctx context.Context, dockerCli command.Cli, o egressStartOpt
 	for _, h := range o.hosts {
 		hosts = append(hosts, strings.Replace(h, ":", "=", 1)) // docker's NAME:IP works too
 	}
-	m := egressManager(dockerCli, c)
 	if _, _, err := m.Start(ctx, egress.Settings{OutboundNetwork: o.outbound, Pool: pool, Bits: o.subnetBits, Hosts: hosts, NoDNS: o.noDNS}, o.given || o.replace, o.replace); err != nil {
 		return err
 	}
@@ -74,5 +83,5 @@ func runEgressStart(ctx context.Context, dockerCli command.Cli, o egressStartOpt
 	if err != nil {
 		return err
 	}
-	return writeFormatted(dockerCli.Out(), o.format, st, func() error { return printEgressStatus(dockerCli.Out(), st) })
+	return writeFormatted(out, o.format, st, func() error { return printEgressStatus(out, st) })
 }

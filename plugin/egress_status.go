@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strconv"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
@@ -16,6 +16,11 @@ import (
 
 type egressStatusOptions struct{ format string }
 
+// egressStatuser is what egress status asks of the sidecar manager.
+type egressStatuser interface {
+	Status(ctx context.Context) (egress.Status, error)
+}
+
 func newEgressStatusCommand(dockerCli command.Cli) *cobra.Command {
 	var o egressStatusOptions
 	cmd := &cobra.Command{
@@ -23,23 +28,25 @@ func newEgressStatusCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Show the egress sidecar, its networks, policies and counters",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runEgressStatus(cmd.Context(), dockerCli, o))
+			out := dockerCli.Out()
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return fail(out, o.format, runEgressStatus(cmd.Context(), egressManager(dockerCli, c), out, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template (fields: the JSON names, {{.counters.allowed}})")
 	return cmd
 }
 
-func runEgressStatus(ctx context.Context, dockerCli command.Cli, o egressStatusOptions) error {
-	c, err := loadConfig()
+func runEgressStatus(ctx context.Context, m egressStatuser, out io.Writer, o egressStatusOptions) error {
+	st, err := m.Status(ctx)
 	if err != nil {
 		return err
 	}
-	st, err := egressManager(dockerCli, c).Status(ctx)
-	if err != nil {
-		return err
-	}
-	return writeFormatted(dockerCli.Out(), o.format, st, func() error { return printEgressStatus(dockerCli.Out(), st) })
+	return writeFormatted(out, o.format, st, func() error { return printEgressStatus(out, st) })
 }
 
 // egCounters is the part of the proxy's counters the human status shows.
@@ -74,19 +81,66 @@ func printEgressStatus(out io.Writer, st egress.Status) error {
 	for _, p := range st.Policies {
 		pol[p.Scope] = p
 	}
-	fmt.Fprintln(out)
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCOPE\tNETWORK\tSUBNET\tPROXY\tSANDBOXES\tALLOW\tPORTS\tCIDRS")
+	var rows []egressScopeRow
 	seen := map[string]bool{}
 	for _, n := range st.Networks {
 		seen[n.Scope] = true
-		p := pol[n.Scope]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", core.TermText(n.Scope), core.TermText(n.Name), n.Subnet, n.Proxy, n.Sandboxes, egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+		rows = append(rows, egressScopeRow{net: &n, policy: pol[n.Scope]})
 	}
 	for _, p := range st.Policies {
 		if !seen[p.Scope] {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t0\t%s\t%s\t%s\n", core.TermText(p.Scope), egList(p.Allow, "-"), egPorts(p.AllowPorts), egList(p.AllowCIDRs, "-"))
+			rows = append(rows, egressScopeRow{policy: p})
 		}
 	}
-	return tw.Flush()
+	fmt.Fprintln(out)
+	return egressScopesFormat.write(out, "", false, rows)
+}
+
+// egressScopeRow is a row of egress status's table: a scope's network (nil
+// for a scope with a policy and no network) and its policy.
+type egressScopeRow struct {
+	net    *egress.NetworkStatus
+	policy egress.ScopePolicy
+}
+
+// egressScopesFormat is egress status's table; scopes, network names and
+// the policy's items are quoted for the terminal (they can come from a
+// checked-out repository's config file).
+var egressScopesFormat = listFormat[egressScopeRow]{
+	columns: []column[egressScopeRow]{
+		{"Scope", "SCOPE", func(r egressScopeRow) string {
+			if r.net != nil {
+				return core.TermText(r.net.Scope)
+			}
+			return core.TermText(r.policy.Scope)
+		}},
+		{"Network", "NETWORK", func(r egressScopeRow) string {
+			if r.net == nil {
+				return "-"
+			}
+			return core.TermText(r.net.Name)
+		}},
+		{"Subnet", "SUBNET", func(r egressScopeRow) string {
+			if r.net == nil {
+				return "-"
+			}
+			return core.TermText(r.net.Subnet)
+		}},
+		{"Proxy", "PROXY", func(r egressScopeRow) string {
+			if r.net == nil {
+				return "-"
+			}
+			return core.TermText(r.net.Proxy)
+		}},
+		{"Sandboxes", "SANDBOXES", func(r egressScopeRow) string {
+			if r.net == nil {
+				return "0"
+			}
+			return strconv.Itoa(r.net.Sandboxes)
+		}},
+		{"Allow", "ALLOW", func(r egressScopeRow) string { return egList(r.policy.Allow, "-") }},
+		{"Ports", "PORTS", func(r egressScopeRow) string { return egPorts(r.policy.AllowPorts) }},
+		{"CIDRs", "CIDRS", func(r egressScopeRow) string { return egList(r.policy.AllowCIDRs, "-") }},
+	},
+	table: `table {{.Scope}}\t{{.Network}}\t{{.Subnet}}\t{{.Proxy}}\t{{.Sandboxes}}\t{{.Allow}}\t{{.Ports}}\t{{.CIDRs}}`,
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
@@ -29,20 +30,27 @@ func newEgressStopCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Stop the egress sidecar (with --rm: remove it and the unused scope networks; policies and credentials stay)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runEgressStop(cmd.Context(), dockerCli, o))
+			out := dockerCli.Out()
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return fail(out, o.format, runEgressStop(cmd.Context(), egressManager(dockerCli, c), out, dockerCli.Err(), o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	cmd.Flags().BoolVar(&o.rm, "rm", false, "Remove the sidecar and the scope networks no sandbox uses")
 	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	return cmd
 }
 
-func runEgressStop(ctx context.Context, dockerCli command.Cli, o egressStopOptions) error {
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	found, nets, err := egressManager(dockerCli, c).Stop(ctx, o.rm)
+// egressStopper is what egress stop asks of the sidecar manager.
+type egressStopper interface {
+	Stop(ctx context.Context, remove bool) (bool, []string, error)
+}
+
+func runEgressStop(ctx context.Context, m egressStopper, out, errOut io.Writer, o egressStopOptions) error {
+	found, nets, err := m.Stop(ctx, o.rm)
 	if err != nil {
 		return err
 	}
@@ -50,17 +58,17 @@ func runEgressStop(ctx context.Context, dockerCli command.Cli, o egressStopOptio
 		nets = []string{}
 	}
 	j := egressStopJSON{Stopped: found, Removed: found && o.rm, NetworksRemoved: nets}
-	return writeFormatted(dockerCli.Out(), o.format, j, func() error {
+	return writeFormatted(out, o.format, j, func() error {
 		switch {
 		case found && o.rm:
-			fmt.Fprintln(dockerCli.Out(), "removed the egress sidecar "+egress.SidecarName)
+			fmt.Fprintln(out, "removed the egress sidecar "+egress.SidecarName)
 		case found:
-			fmt.Fprintln(dockerCli.Out(), "stopped the egress sidecar "+egress.SidecarName)
+			fmt.Fprintln(out, "stopped the egress sidecar "+egress.SidecarName)
 		default:
-			fmt.Fprintln(dockerCli.Err(), "docker sandbox: no egress sidecar")
+			fmt.Fprintln(errOut, "docker sandbox: no egress sidecar")
 		}
 		for _, n := range nets {
-			fmt.Fprintln(dockerCli.Out(), "removed network "+n)
+			fmt.Fprintln(out, "removed network "+n)
 		}
 		return nil
 	})

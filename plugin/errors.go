@@ -77,5 +77,3 @@ func usageError(cmd *cobra.Command, format string, args ...any) error {
 	}
 	return err
 }
-
-func isJSON(format string) bool { return format == "json" || format == "{{json .}}" }

@@ -2,19 +2,24 @@ package plugin
 
 import (
 	"context"
-	"fmt"
-	"text/tabwriter"
+	"io"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/images"
 )
 
 type imagesLsOptions struct {
 	format string
 	quiet  bool
+}
+
+// imageLister is what images ls asks of the image builder.
+type imageLister interface {
+	List(ctx context.Context) ([]images.Summary, error)
 }
 
 func newImagesLsCommand(dockerCli command.Cli) *cobra.Command {
@@ -25,36 +30,36 @@ func newImagesLsCommand(dockerCli command.Cli) *cobra.Command {
 		Short:   "List the plugin's images",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runImagesLs(cmd.Context(), dockerCli, o))
+			b := &images.Builder{Engine: dockerCli.Client(), Version: Version}
+			return fail(dockerCli.Out(), o.format, runImagesLs(cmd.Context(), b, dockerCli.Out(), o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json, table or a Go template")
+	cmd.Flags().StringVar(&o.format, "format", "", "Output format: table, json (one array), table TEMPLATE, or a Go template per image; fields: the JSON names ({{.repository}}) or the table's columns ({{.Repository}})")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Only show image references")
 	return cmd
 }
 
-func runImagesLs(ctx context.Context, dockerCli command.Cli, o imagesLsOptions) error {
-	b := &images.Builder{Engine: dockerCli.Client(), Version: Version}
+func runImagesLs(ctx context.Context, b imageLister, out io.Writer, o imagesLsOptions) error {
 	list, err := b.List(ctx)
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []images.Summary{}
-	}
-	out := dockerCli.Out()
-	return writeFormatted(out, o.format, list, func() error {
-		if o.quiet {
-			for _, s := range list {
-				fmt.Fprintf(out, "%s:%s\n", s.Repository, s.Tag)
-			}
-			return nil
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-		fmt.Fprintln(tw, "REPOSITORY\tTAG\tIMAGE ID\tKIND\tCREATED\tSIZE")
-		for _, s := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Repository, s.Tag, s.ID, s.Kind, s.Created, units.HumanSize(float64(s.Size)))
-		}
-		return tw.Flush()
-	})
+	return imagesLsFormat.write(out, o.format, o.quiet, list)
+}
+
+// imagesLsFormat is how images ls prints; JSON is one array (its
+// documented schema).
+var imagesLsFormat = listFormat[images.Summary]{
+	columns: []column[images.Summary]{
+		{"Repository", "REPOSITORY", func(s images.Summary) string { return core.TermText(s.Repository) }},
+		{"Tag", "TAG", func(s images.Summary) string { return core.TermText(s.Tag) }},
+		{"ID", "IMAGE ID", func(s images.Summary) string { return core.TermText(s.ID) }},
+		{"Kind", "KIND", func(s images.Summary) string { return core.TermText(s.Kind) }},
+		{"Created", "CREATED", func(s images.Summary) string { return core.TermText(s.Created) }},
+		{"Size", "SIZE", func(s images.Summary) string { return units.HumanSize(float64(s.Size)) }},
+	},
+	table:     `table {{.Repository}}\t{{.Tag}}\t{{.ID}}\t{{.Kind}}\t{{.Created}}\t{{.Size}}`,
+	quiet:     `{{.Repository}}:{{.Tag}}`,
+	jsonArray: true,
 }
