@@ -60,6 +60,7 @@ same rule holds in every direction, and for "-" as DST.`,
 			o.flags = cmd.Flags()
 			return fail(dockerCli.Out(), o.format, runCp(cmd.Context(), dockerCli, args[0], args[1], o))
 		},
+		ValidArgsFunction: completeLocations(dockerCli, 2, true),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()

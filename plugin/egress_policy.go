@@ -45,6 +45,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 			}
 			return fail(out, o.format, runEgressPolicy(cmd.Context(), egressManager(dockerCli, c), out, dockerCli.Err(), args[0], set, o))
 		},
+		ValidArgsFunction: completeScopes(dockerCli, 1),
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.allow, "allow", nil, "Allow HOST: pypi.org, *.example.com (subdomains), * (any public host) (repeatable, comma-separated)")

@@ -66,6 +66,7 @@ func newFilesSub(dockerCli command.Cli, use, short string, run filesRun) *cobra.
 			}
 			return fail(dockerCli.Out(), o.format, runFiles(cmd, dockerCli, args[0], &o, run))
 		},
+		ValidArgsFunction: completeLocations(dockerCli, 1, false),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()

@@ -45,6 +45,7 @@ what its helper reports (sandbox-helper status).`,
 			}
 			return runInspect(cmd.Context(), manager(dockerCli, c), out, dockerCli.Err(), ts, o)
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 0),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	cmd.Flags().StringVar(&o.format, "format", "", "Output format: a JSON array (the default, indented; json: on one line) or a Go template applied to each sandbox (fields: the JSON names)")

@@ -52,6 +52,7 @@ a minute.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return fail(dockerCli.Out(), o.format, runPrune(cmd.Context(), dockerCli, cmd, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()

@@ -22,6 +22,7 @@ volume; SCOPE/SESSION removes that session's container and workspace. Refuses
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemoval(cmd.Context(), dockerCli, cmd, args, o, true)
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 0),
 	}
 	addRemovalFlags(cmd, &o, "Remove every sandbox and all data of the plugin's scopes")
 	return cmd

@@ -47,6 +47,7 @@ shell runs in one of them, unless --force.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemoval(cmd.Context(), dockerCli, cmd, args, o, false)
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 0),
 	}
 	addRemovalFlags(cmd, &o, "Stop every sandbox that has a container")
 	return cmd
