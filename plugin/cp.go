@@ -58,7 +58,24 @@ same rule holds in every direction, and for "-" as DST.`,
 				return usageError(cmd, "%q requires exactly 2 arguments: SRC and DST", cmd.CommandPath())
 			}
 			o.flags = cmd.Flags()
-			return fail(dockerCli.Out(), o.format, runCp(cmd.Context(), dockerCli, args[0], args[1], o))
+			out := dockerCli.Out()
+			a, err := parseCpArgs(args[0], args[1], o.format)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			limits, err := copyLimits(c, o.flags)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			ctx, cancel := interruptible(cmd.Context())
+			defer cancel()
+			cp := copier(dockerCli, c, limits, o.archive)
+			cp.Strict = o.strict
+			return fail(out, o.format, runCp(ctx, cp, dockerCli.In(), out, dockerCli.Err(), a, o.format))
 		},
 		ValidArgsFunction: completeLocations(dockerCli, 2, true),
 	}
@@ -85,39 +102,46 @@ type cpJSON struct {
 	*tarsafe.Result
 }
 
-func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o cpOptions) error {
-	src, err := files.ParseLocation(srcArg)
+// cpArgs are cp's SRC and DST, as given and parsed.
+type cpArgs struct {
+	srcArg, dstArg string
+	src, dst       files.Location
+}
+
+// parseCpArgs parses SRC and DST: a host path, - or SCOPE[/SESSION]:PATH.
+// --format cannot print when DST is - (standard output is the tar stream).
+func parseCpArgs(srcArg, dstArg, format string) (cpArgs, error) {
+	a := cpArgs{srcArg: srcArg, dstArg: dstArg}
+	var err error
+	if a.src, err = files.ParseLocation(srcArg); err != nil {
+		return a, err
+	}
+	if a.dst, err = files.ParseLocation(dstArg); err != nil {
+		return a, err
+	}
+	if a.dst.Kind == files.Stdio && format != "" {
+		return a, core.Errorf(core.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
+	}
+	return a, nil
+}
+
+// sandboxCopier is what cp asks of the files copier.
+type sandboxCopier interface {
+	Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error)
+}
+
+// runCp copies, says on errOut what it skipped or changed, and with
+// --format prints the result.
+func runCp(ctx context.Context, cp sandboxCopier, in io.Reader, out, errOut io.Writer, a cpArgs, format string) error {
+	res, err := cp.Copy(ctx, a.src, a.dst, in, out)
 	if err != nil {
 		return err
 	}
-	dst, err := files.ParseLocation(dstArg)
-	if err != nil {
-		return err
-	}
-	if dst.Kind == files.Stdio && o.format != "" {
-		return core.Errorf(core.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
-	}
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	limits, err := copyLimits(c, o.flags)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := interruptible(ctx)
-	defer cancel()
-	cp := copier(dockerCli, c, limits, o.archive)
-	cp.Strict = o.strict
-	res, err := cp.Copy(ctx, src, dst, dockerCli.In(), dockerCli.Out())
-	if err != nil {
-		return err
-	}
-	printCopyReport(dockerCli.Err(), res)
-	if o.format == "" {
+	printCopyReport(errOut, res)
+	if format == "" {
 		return nil
 	}
-	return writeFormatted(dockerCli.Out(), o.format, cpJSON{Source: srcArg, Destination: dstArg, Result: res}, nil)
+	return writeFormatted(out, format, cpJSON{Source: a.srcArg, Destination: a.dstArg, Result: res}, nil)
 }
 
 // printCopyReport prints, one line each, the entries a copy skipped and

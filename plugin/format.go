@@ -75,10 +75,12 @@ func badTemplate(err error) error {
 	return core.Wrap(core.CodeBadFlag, err, "invalid --format template")
 }
 
-// writeFormatted prints one value: with human() by default, as JSON, or
-// through a Go template on its JSON form.
+// writeFormatted prints one value: with human() by default (nil: nothing),
+// as JSON, or through a Go template on its JSON form.
 func writeFormatted(out io.Writer, format string, v any, human func() error) error {
 	switch {
+	case isDefault(format) && human == nil:
+		return nil
 	case isDefault(format):
 		return human()
 	case isJSON(format):
