@@ -63,11 +63,6 @@ stays (expired-with-data). ls never runs anything in a sandbox.`,
 	return cmd
 }
 
-// sandboxLister is what ls asks of the sandbox manager.
-type sandboxLister interface {
-	List(ctx context.Context, o sbexec.ListOptions) ([]*sbexec.Sandbox, error)
-}
-
 // lsManager is ls's manager: sizes are measured by a probe container of
 // the helper image, which needs the configuration.
 func lsManager(dockerCli command.Cli, size bool) (sandboxLister, error) {

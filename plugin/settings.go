@@ -84,6 +84,11 @@ func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
 	return &images.Builder{Engine: dockerCli.Client(), Version: Version, Base: c.RuntimeBase, Progress: dockerCli.Err()}
 }
 
+// sandboxLister is what ls, stop and rm ask of the sandbox manager.
+type sandboxLister interface {
+	List(ctx context.Context, o sbexec.ListOptions) ([]*sbexec.Sandbox, error)
+}
+
 // manager returns the sandbox manager for the CLI's engine.
 func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, MaxSandboxes: c.MaxSandboxes}
