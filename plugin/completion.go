@@ -20,7 +20,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -268,8 +267,30 @@ func completeList(names ...string) completion {
 	}
 }
 
-// imageRefRE is a conservative image reference: what completion offers.
-var imageRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$`)
+// plainName reports whether s is a name completion may offer: 1 to 255
+// bytes, a letter or digit first, then letters, digits and the bytes of
+// more (no space, control character or quote a shell or terminal would
+// act on). A plain loop: the tree is built on every `docker --help`, and a
+// bounded regexp would be compiled then.
+func plainName(s, more string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || strings.IndexByte(more, c) < 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// imageRefChars and networkNameChars are what an image reference and a
+// network name that completion offers may hold besides letters and digits.
+const (
+	imageRefChars    = "._/:@-"
+	networkNameChars = "._-"
+)
 
 // completeImages completes an image: the engine's tagged images.
 func completeImages(dockerCli command.Cli) completion {
@@ -287,7 +308,7 @@ func completeImages(dockerCli command.Cli) completion {
 		var names []string
 		for _, im := range imgs {
 			for _, rt := range im.RepoTags {
-				if rt != "<none>:<none>" && imageRefRE.MatchString(rt) {
+				if rt != "<none>:<none>" && plainName(rt, imageRefChars) {
 					names = append(names, rt)
 				}
 			}
@@ -296,9 +317,6 @@ func completeImages(dockerCli command.Cli) completion {
 		return withPrefix(slices.Compact(names), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }
-
-// networkNameRE is a network name completion offers.
-var networkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$`)
 
 // completeNetworks completes a network: fixed names first (none and proxy
 // for a sandbox), then the engine's networks that a sandbox may join (not
@@ -312,7 +330,7 @@ func completeNetworks(dockerCli command.Cli, fixed ...string) completion {
 			if nets, err := e.NetworkList(ctx, network.ListOptions{}); err == nil {
 				var more []string
 				for _, n := range nets {
-					if networkNameRE.MatchString(n.Name) && n.Name != "host" && n.Name != "none" && pluginNetwork(n.Name, n.Labels) == "" {
+					if plainName(n.Name, networkNameChars) && n.Name != "host" && n.Name != "none" && pluginNetwork(n.Name, n.Labels) == "" {
 						more = append(more, n.Name)
 					}
 				}
