@@ -21,7 +21,7 @@ type fakeImageLister struct {
 
 func (f fakeImageLister) List(ctx context.Context) ([]images.Summary, error) { return f.list, f.err }
 
-func TestImagesLs(t *testing.T) {
+func TestImagesLsFormats(t *testing.T) {
 	list := []images.Summary{
 		{Repository: "docker-sandbox-helper", Tag: "0.1.0-d0dfa27341f2-amd64", ID: "0123456789ab", Kind: "helper", Size: 3 << 20, Created: "2026-03-01T12:00:00Z"},
 		{Repository: "docker-sandbox-runtime", Tag: "0.1.0-151b5233", ID: "ba9876543210", Kind: "runtime", Size: 300 << 20, Created: "2026-03-01T12:01:00Z"},
@@ -101,7 +101,7 @@ type fakeInfo struct {
 
 func (f fakeInfo) Info(ctx context.Context) (system.Info, error) { return f.info, f.err }
 
-func TestImagesBuild(t *testing.T) {
+func TestImagesBuildRun(t *testing.T) {
 	info := system.Info{Architecture: "arm64", DefaultRuntime: "runc"}
 	for format, want := range map[string]string{
 		"":               "helper:arm64\nruntime:1\n",
