@@ -273,6 +273,12 @@ func TestPluginCompletion(t *testing.T) {
 	if names, _ := lines(args, out, err); strings.Join(names, " ") != "chat" {
 		t.Errorf("docker %v: %q", args, names)
 	}
+	// `docker sandbox __complete ...` (the plugin's own __complete).
+	r0 := sb(t, "__complete", "inspect", scope+"/")
+	wantCode(t, r0, 0)
+	if names, _ := lines(args, []byte(r0.Stdout), nil); strings.Join(names, " ") != scope+"/chat" {
+		t.Errorf("docker sandbox __complete inspect %s/: %q", scope, names)
+	}
 	// The standalone binary.
 	args = []string{"__complete", "exec", "--lang", ""}
 	out, err = osexec.Command(pluginBin, args...).Output()
