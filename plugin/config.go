@@ -2,14 +2,15 @@ package plugin
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type configOptions struct {
@@ -59,19 +60,22 @@ func newConfigCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Show the effective configuration and where each value comes from",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runConfig(dockerCli, o))
+			c, err := loadConfigQuiet()
+			if err != nil {
+				return fail(dockerCli.Out(), o.format, err)
+			}
+			return fail(dockerCli.Out(), o.format, runConfig(dockerCli.Out(), c, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	cmd.AddCommand(newConfigTrustCommand(dockerCli))
 	return cmd
 }
 
-func runConfig(dockerCli command.Cli, o configOptions) error {
-	c, err := loadConfigQuiet()
-	if err != nil {
-		return err
-	}
+// runConfig prints the configuration c (loaded without the warning about
+// an untrusted project file: the output shows what it ignored).
+func runConfig(out io.Writer, c *config.Config, o configOptions) error {
 	j := configJSON{Files: map[string]string{"user": c.UserFile, "project": c.ProjectFile}, Values: map[string]configValueJSON{},
 		Refused: []configRefusedJSON{}}
 	if c.ProjectFile != "" {
@@ -84,18 +88,8 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 	for _, e := range entries {
 		j.Values[e.Key] = configValueJSON{Value: e.Value, Source: e.Source, Untrusted: e.Untrusted}
 	}
-	out := dockerCli.Out()
 	return writeFormatted(out, o.format, j, func() error {
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
-		for _, e := range entries {
-			src := e.Source
-			if e.Untrusted {
-				src += " (untrusted: narrows)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Key, core.TermText(configText(e.Key, e.Value)), core.TermText(src))
-		}
-		if err := tw.Flush(); err != nil {
+		if err := configFormat.write(out, "", false, entries); err != nil {
 			return err
 		}
 		if c.ProjectFile == "" {
@@ -113,6 +107,21 @@ func runConfig(dockerCli command.Cli, o configOptions) error {
 		}
 		return nil
 	})
+}
+
+// configFormat is the table of config's text form.
+var configFormat = listFormat[config.Entry]{
+	columns: []column[config.Entry]{
+		{"Key", "KEY", func(e config.Entry) string { return e.Key }},
+		{"Value", "VALUE", func(e config.Entry) string { return core.TermText(configText(e.Key, e.Value)) }},
+		{"Source", "SOURCE", func(e config.Entry) string {
+			if e.Untrusted {
+				return core.TermText(e.Source + " (untrusted: narrows)")
+			}
+			return core.TermText(e.Source)
+		}},
+	},
+	table: `table {{.Key}}\t{{.Value}}\t{{.Source}}`,
 }
 
 // configText is a value as the text form of `config` shows it: what an

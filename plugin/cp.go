@@ -4,19 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
-	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
-	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type cpOptions struct {
@@ -63,8 +58,26 @@ same rule holds in every direction, and for "-" as DST.`,
 				return usageError(cmd, "%q requires exactly 2 arguments: SRC and DST", cmd.CommandPath())
 			}
 			o.flags = cmd.Flags()
-			return fail(dockerCli.Out(), o.format, runCp(cmd.Context(), dockerCli, args[0], args[1], o))
+			out := dockerCli.Out()
+			a, err := parseCpArgs(args[0], args[1], o.format)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			limits, err := copyLimits(c, o.flags)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			ctx, cancel := interruptible(cmd.Context())
+			defer cancel()
+			cp := copier(dockerCli, c, limits, o.archive)
+			cp.Strict = o.strict
+			return fail(out, o.format, runCp(ctx, cp, dockerCli.In(), out, dockerCli.Err(), a, o.format))
 		},
+		ValidArgsFunction: completeLocations(dockerCli, 2, true),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
@@ -82,22 +95,6 @@ func addLimitFlags(cmd *cobra.Command, maxSize, maxFileSize *string, maxEntries 
 	f.Int64Var(maxEntries, "max-entries", 0, "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)")
 }
 
-// copyLimits are the caps of a copy: the configuration's copy_max_size,
-// copy_max_file_size and copy_max_entries, with the flags given on this
-// call (flags nil: none) over them, checked as the configuration checks
-// them.
-func copyLimits(c *config.Config, flags *pflag.FlagSet) (tarsafe.Limits, error) {
-	for _, fk := range [][2]string{{"max-size", "copy_max_size"}, {"max-file-size", "copy_max_file_size"}, {"max-entries", "copy_max_entries"}} {
-		if flags == nil || !flags.Changed(fk[0]) {
-			continue
-		}
-		if err := c.Set(fk[1], flags.Lookup(fk[0]).Value.String(), "--"+fk[0]); err != nil {
-			return tarsafe.Limits{}, asConfigError(err)
-		}
-	}
-	return tarsafe.Limits{MaxBytes: c.CopyMaxSize, MaxEntryBytes: c.CopyMaxFileSize, MaxEntries: c.CopyMaxEntries}, nil
-}
-
 // cpJSON is the --format json schema of cp.
 type cpJSON struct {
 	Source      string `json:"source"`
@@ -105,72 +102,46 @@ type cpJSON struct {
 	*tarsafe.Result
 }
 
-// copier returns the files copier for the CLI's engine; sandboxes it has to
-// create get the configuration's settings, as with exec.
-func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keepMode bool) *files.Copier {
-	m := manager(dockerCli, c)
-	b := builder(dockerCli, c)
-	return &files.Copier{
-		Runner: checkedRunner{Runner: m, engine: dockerCli.Client(), src: c.Source("network")},
-		Spec: func(t core.Target) sbexec.Spec {
-			img := c.Image
-			if img == "" {
-				img = b.RuntimeRef()
-			}
-			return sandboxSpec(c, t, img)
-		},
-		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
-	}
+// cpArgs are cp's SRC and DST, as given and parsed.
+type cpArgs struct {
+	srcArg, dstArg string
+	src, dst       files.Location
 }
 
-// termBytes is a name from a sandbox for the terminal: its exact bytes
-// when it is not UTF-8 (exact is then set), quoted when needed.
-func termBytes(s string, exact []byte) string {
-	if exact != nil {
-		s = string(exact)
+// parseCpArgs parses SRC and DST: a host path, - or SCOPE[/SESSION]:PATH.
+// --format cannot print when DST is - (standard output is the tar stream).
+func parseCpArgs(srcArg, dstArg, format string) (cpArgs, error) {
+	a := cpArgs{srcArg: srcArg, dstArg: dstArg}
+	var err error
+	if a.src, err = files.ParseLocation(srcArg); err != nil {
+		return a, err
 	}
-	return core.TermText(s)
+	if a.dst, err = files.ParseLocation(dstArg); err != nil {
+		return a, err
+	}
+	if a.dst.Kind == files.Stdio && format != "" {
+		return a, core.Errorf(core.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
+	}
+	return a, nil
 }
 
-// interruptible cancels ctx on Ctrl-C or SIGTERM, so that a copy in
-// progress removes what it wrote.
-func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+// sandboxCopier is what cp asks of the files copier.
+type sandboxCopier interface {
+	Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error)
 }
 
-func runCp(ctx context.Context, dockerCli command.Cli, srcArg, dstArg string, o cpOptions) error {
-	src, err := files.ParseLocation(srcArg)
+// runCp copies, says on errOut what it skipped or changed, and with
+// --format prints the result.
+func runCp(ctx context.Context, cp sandboxCopier, in io.Reader, out, errOut io.Writer, a cpArgs, format string) error {
+	res, err := cp.Copy(ctx, a.src, a.dst, in, out)
 	if err != nil {
 		return err
 	}
-	dst, err := files.ParseLocation(dstArg)
-	if err != nil {
-		return err
-	}
-	if dst.Kind == files.Stdio && o.format != "" {
-		return core.Errorf(core.CodeBadFlag, "--format cannot be used when DST is - (standard output carries the tar stream)")
-	}
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	limits, err := copyLimits(c, o.flags)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := interruptible(ctx)
-	defer cancel()
-	cp := copier(dockerCli, c, limits, o.archive)
-	cp.Strict = o.strict
-	res, err := cp.Copy(ctx, src, dst, dockerCli.In(), dockerCli.Out())
-	if err != nil {
-		return err
-	}
-	printCopyReport(dockerCli.Err(), res)
-	if o.format == "" {
+	printCopyReport(errOut, res)
+	if format == "" {
 		return nil
 	}
-	return writeFormatted(dockerCli.Out(), o.format, cpJSON{Source: srcArg, Destination: dstArg, Result: res}, nil)
+	return writeFormatted(out, format, cpJSON{Source: a.srcArg, Destination: a.dstArg, Result: res}, nil)
 }
 
 // printCopyReport prints, one line each, the entries a copy skipped and

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -29,6 +32,12 @@ type egressLogsOptions struct {
 	format  string
 }
 
+// egressLogSource is what egress logs asks of the sidecar manager: the
+// helper's log lines, written to out.
+type egressLogSource interface {
+	Logs(ctx context.Context, follow bool, tail int, out io.Writer) error
+}
+
 func newEgressLogsCommand(dockerCli command.Cli) *cobra.Command {
 	var o egressLogsOptions
 	cmd := &cobra.Command{
@@ -36,22 +45,34 @@ func newEgressLogsCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Show the egress decisions: one line per allowed or denied connection",
 		Example: `  docker sandbox egress logs --scope ci-job -f
   docker sandbox egress logs --format json | jq 'select(.decision == "deny")'
+  docker sandbox egress logs --format 'table {{.Time}}\t{{.Target}}\t{{.Reason}}'
   docker sandbox egress logs --scope ci-job --summary     # what to put in a tight policy`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runEgressLogs(cmd.Context(), dockerCli, o))
+			out := dockerCli.Out()
+			if err := o.validate(); err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			ctx, cancel := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			return fail(out, o.format, runEgressLogs(ctx, egressManager(dockerCli, c), out, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.scope, "scope", "s", "", "Only this scope's decisions")
 	f.BoolVarP(&o.follow, "follow", "f", false, "Keep printing new decisions")
 	f.BoolVar(&o.summary, "summary", false, "The distinct hosts allowed and denied, and the policy that allows what was used")
 	f.IntVar(&o.tail, "tail", -1, "Only the last N decisions (-1: all)")
-	f.StringVar(&o.format, "format", "", "Output format: json (one object per line; with --summary, one object), or a Go template")
+	f.StringVar(&o.format, "format", "", "Output format: table, json (one object per line; with --summary, one object), table TEMPLATE, or a Go template; fields: the JSON names ({{.host}}) or the table's columns ({{.Target}})")
 	return cmd
 }
 
-func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptions) error {
+func (o egressLogsOptions) validate() error {
 	if o.scope != "" {
 		if err := core.ValidateName("scope", o.scope); err != nil {
 			return err
@@ -60,29 +81,36 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 	if o.summary && o.follow {
 		return core.Errorf(core.CodeBadFlag, "--summary and --follow cannot be combined")
 	}
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	m := egressManager(dockerCli, c)
-	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer cancel()
+	return nil
+}
 
+// runEgressLogs prints the decisions (-f: until ctx ends, which is not an
+// error). A call that fails (no sidecar) prints only its error: the
+// table's header comes with the first line, or at a successful end.
+func runEgressLogs(ctx context.Context, m egressLogSource, out io.Writer, o egressLogsOptions) error {
+	var rows *listStream[proxy.Record]
+	if !o.summary && !isJSON(o.format) {
+		var err error
+		if rows, err = egressLogsFormat.stream(out, o.format, o.follow); err != nil {
+			return err
+		}
+	}
 	// The helper tails before the scope filter: with a filter, tail here.
 	helperTail := o.tail
 	if o.scope != "" || o.summary {
 		helperTail = -1
 	}
 	pr, pw := io.Pipe()
+	defer pr.Close() // a failed print ends the copy
 	errc := make(chan error, 1)
 	go func() {
 		err := m.Logs(ctx, o.follow, helperTail, pw)
 		pw.CloseWithError(err)
 		errc <- err
 	}()
-	out := dockerCli.Out()
+	lines := egFilterTail(pr, o.scope, o.tail)
 	if o.summary {
-		s, err := egress.Summarize(egFilterTail(pr, o.scope, o.tail), "")
+		s, err := egress.Summarize(lines, "")
 		if err != nil {
 			return err
 		}
@@ -91,54 +119,53 @@ func runEgressLogs(ctx context.Context, dockerCli command.Cli, o egressLogsOptio
 		}
 		return writeFormatted(out, o.format, s, func() error { return egPrintSummary(out, s) })
 	}
-	// The table's header is written with the first line, or at a
-	// successful end: a call that fails (no sidecar) prints only its error.
-	var tw *tabwriter.Writer
-	header := func() {}
-	if o.format == "" {
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		header = func() {
-			fmt.Fprintln(tw, "TIME\tSCOPE\tDECISION\tMETHOD\tTARGET\tIP\tSTATUS\tBYTES OUT/IN\tDURATION\tREASON")
-			header = func() {}
-		}
-	}
-	sc := bufio.NewScanner(egFilterTail(pr, o.scope, o.tail))
+	sc := bufio.NewScanner(lines)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if isJSON(o.format) {
-			fmt.Fprintf(out, "%s\n", line)
+		if rows == nil {
+			fmt.Fprintf(out, "%s\n", line) // json: the lines as they are
 			continue
 		}
 		var r proxy.Record
 		if json.Unmarshal(line, &r) != nil {
 			continue
 		}
-		if tw == nil {
-			if err := writeFormatted(out, o.format, r, nil); err != nil {
-				return err
-			}
-			continue
-		}
-		header()
-		// Scope, method, target and reason come from a sandbox's request.
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s/%s\t%.1fms\t%s\n", r.Time.Format("2006-01-02T15:04:05Z07:00"), egTerm(r.Scope), egTerm(r.Decision), egTerm(r.Method),
-			egTerm(egTarget(r)), egTerm(egDash(r.IP)), r.Status, units.HumanSize(float64(r.BytesOut)), units.HumanSize(float64(r.BytesIn)), r.DurationMS, egTerm(r.Reason))
-		if o.follow {
-			_ = tw.Flush()
+		if err := rows.row(r); err != nil {
+			return err
 		}
 	}
-	err = <-errc
+	err := <-errc
 	if ctx.Err() != nil {
 		err = nil // Ctrl-C ends -f
 	}
-	if tw != nil {
-		if err == nil {
-			header()
+	if rows != nil {
+		if ferr := rows.end(err == nil); err == nil {
+			err = ferr
 		}
-		_ = tw.Flush()
 	}
 	return err
+}
+
+// egressLogsFormat is how egress logs prints a decision. Scope, method,
+// target and reason come from a sandbox's request: quoted.
+var egressLogsFormat = listFormat[proxy.Record]{
+	columns: []column[proxy.Record]{
+		{"Time", "TIME", func(r proxy.Record) string { return r.Time.Format("2006-01-02T15:04:05Z07:00") }},
+		{"Scope", "SCOPE", func(r proxy.Record) string { return egTerm(r.Scope) }},
+		{"Decision", "DECISION", func(r proxy.Record) string { return egTerm(r.Decision) }},
+		{"Method", "METHOD", func(r proxy.Record) string { return egTerm(r.Method) }},
+		{"Target", "TARGET", func(r proxy.Record) string { return egTerm(egTarget(r)) }},
+		{"IP", "IP", func(r proxy.Record) string { return egTerm(egDash(r.IP)) }},
+		{"Status", "STATUS", func(r proxy.Record) string { return strconv.Itoa(r.Status) }},
+		{"Bytes", "BYTES OUT/IN", func(r proxy.Record) string {
+			return units.HumanSize(float64(r.BytesOut)) + "/" + units.HumanSize(float64(r.BytesIn))
+		}},
+		{"Duration", "DURATION", func(r proxy.Record) string { return fmt.Sprintf("%.1fms", r.DurationMS) }},
+		{"Code", "CODE", func(r proxy.Record) string { return egTerm(egDash(r.Code)) }},
+		{"Reason", "REASON", func(r proxy.Record) string { return egTerm(r.Reason) }},
+	},
+	table: `table {{.Time}}\t{{.Scope}}\t{{.Decision}}\t{{.Method}}\t{{.Target}}\t{{.IP}}\t{{.Status}}\t{{.Bytes}}\t{{.Duration}}\t{{.Reason}}`,
 }
 
 // egTerm quotes a string for a terminal table: control characters and
@@ -238,24 +265,9 @@ func egPrintSummary(out io.Writer, s egress.Summary) error {
 	}
 	if len(s.Suggested) > 0 {
 		fmt.Fprintln(out, "\nTo allow exactly what was used:")
-		for _, scope := range egSortedKeys(s.Suggested) {
+		for _, scope := range slices.Sorted(maps.Keys(s.Suggested)) {
 			fmt.Fprintf(out, "  %s\n", egTerm(s.Suggested[scope]))
 		}
 	}
 	return nil
-}
-
-func egSortedKeys(m map[string]string) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := range ks {
-		for j := i + 1; j < len(ks); j++ {
-			if ks[j] < ks[i] {
-				ks[i], ks[j] = ks[j], ks[i]
-			}
-		}
-	}
-	return ks
 }

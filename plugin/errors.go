@@ -15,13 +15,21 @@ import (
 
 // errorObject is the JSON error schema: {"error":{"code":...,"message":...}}.
 type errorObject struct {
-	Error jsonError `json:"error"`
+	Error errorBody `json:"error"`
 }
 
-// jsonError is the error object's content.
-type jsonError struct {
+// errorBody is the one JSON form of an error, {"code":...,"message":...}:
+// the content of the error object, of version's "error", of each stop/rm
+// result's "error" and of exec's "error".
+type errorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// newErrorBody is err's JSON form (its stable code and its message).
+func newErrorBody(err error) *errorBody {
+	e := core.AsError(err)
+	return &errorBody{Code: e.Code, Message: e.Message}
 }
 
 // fail turns err into the CLI's exit status, printing the JSON error object
@@ -43,9 +51,7 @@ func fail(out io.Writer, format string, err error) error {
 	}
 	e := core.AsError(err)
 	if isJSON(format) {
-		var o errorObject
-		o.Error.Code = e.Code
-		o.Error.Message = e.Message
+		o := errorObject{Error: *newErrorBody(e)}
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(o)
@@ -71,5 +77,3 @@ func usageError(cmd *cobra.Command, format string, args ...any) error {
 	}
 	return err
 }
-
-func isJSON(format string) bool { return format == "json" || format == "{{json .}}" }

@@ -20,7 +20,6 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
-	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type execOptions struct {
@@ -112,24 +111,7 @@ type execJSON struct {
 	Created         bool    `json:"created"`
 	// Error is set when the sandbox stopped the program (disk_limit,
 	// lifetime_reached): the output up to then is above.
-	Error *jsonError `json:"error,omitempty"`
-}
-
-// applyFlags records the changed flags into the configuration.
-func applyFlags(cmd *cobra.Command, c *config.Config, pairs map[string]string) error {
-	for flag, key := range pairs {
-		if !cmd.Flags().Changed(flag) {
-			continue
-		}
-		v := cmd.Flags().Lookup(flag).Value.String()
-		if err := c.Set(key, v, "--"+flag); err != nil {
-			return asConfigError(err)
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return asConfigError(err)
-	}
-	return nil
+	Error *errorBody `json:"error,omitempty"`
 }
 
 func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o *execOptions) error {
@@ -290,7 +272,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return runErr
 	}
 	st := res.Status
-	var stoppedBy *jsonError // the sandbox stopped (or refused) the program
+	var stoppedBy *errorBody // the sandbox stopped (or refused) the program
 	switch st.ErrorCode {
 	case "":
 	case wire.ErrDiskLimit, wire.ErrLifetime:
@@ -298,7 +280,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		if st.ErrorCode == wire.ErrLifetime {
 			code = core.CodeLifetimeReached
 		}
-		stoppedBy = &jsonError{Code: code, Message: st.Error}
+		stoppedBy = &errorBody{Code: code, Message: st.Error}
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
 		code := core.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {

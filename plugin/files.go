@@ -53,7 +53,17 @@ depth of the path, is refused (path_escape).`,
 	return cmd
 }
 
-type filesRun func(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error
+// sandboxFiles is what the files subcommands ask of the files copier.
+type sandboxFiles interface {
+	List(ctx context.Context, loc files.Location, recursive bool, each func(fsproto.Entry) error) error
+	Cat(ctx context.Context, loc files.Location, w io.Writer) error
+	Put(ctx context.Context, loc files.Location, r io.Reader, mode string) (fsproto.PutResult, error)
+	Remove(ctx context.Context, loc files.Location, recursive, force bool) (fsproto.RmResult, error)
+}
+
+// filesRun is a files subcommand: in is standard input (put's content),
+// out standard output.
+type filesRun func(ctx context.Context, fc sandboxFiles, in io.Reader, out io.Writer, loc files.Location, o *filesOptions) error
 
 func newFilesSub(dockerCli command.Cli, use, short string, run filesRun) *cobra.Command {
 	var o filesOptions
@@ -66,6 +76,7 @@ func newFilesSub(dockerCli command.Cli, use, short string, run filesRun) *cobra.
 			}
 			return fail(dockerCli.Out(), o.format, runFiles(cmd, dockerCli, args[0], &o, run))
 		},
+		ValidArgsFunction: completeLocations(dockerCli, 1, false),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
@@ -89,12 +100,7 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	if err != nil {
 		return err
 	}
-	scope := c.DefaultScope
-	if cmd.Flags().Changed("scope") {
-		scope = o.scope
-	}
-	explicit := cmd.Flags().Changed("scope") || cmd.Flags().Changed("session")
-	loc, err := files.ParseFilesLocation(arg, core.Target{Scope: scope, Session: o.session}, explicit)
+	loc, err := o.location(arg, c.DefaultScope, cmd.Flags().Changed("scope"), cmd.Flags().Changed("session"))
 	if err != nil {
 		return err
 	}
@@ -104,7 +110,18 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	if err != nil {
 		return err
 	}
-	return run(ctx, dockerCli, copier(dockerCli, c, limits, false), loc, o)
+	return run(ctx, copier(dockerCli, c, limits, false), dockerCli.In(), dockerCli.Out(), loc, o)
+}
+
+// location is PATH's sandbox and path: SCOPE[/SESSION]:PATH, or with
+// --scope or --session (scopeSet, sessionSet) a path in that sandbox, else
+// a path in the default scope.
+func (o *filesOptions) location(arg, defaultScope string, scopeSet, sessionSet bool) (files.Location, error) {
+	scope := defaultScope
+	if scopeSet {
+		scope = o.scope
+	}
+	return files.ParseFilesLocation(arg, core.Target{Scope: scope, Session: o.session}, scopeSet || sessionSet)
 }
 
 // filesLsJSON is the --format json schema of files ls.
@@ -113,9 +130,8 @@ type filesLsJSON struct {
 	Entries []fsproto.Entry `json:"entries"`
 }
 
-func runFilesLs(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
-	out := dockerCli.Out()
-	if o.format != "" {
+func runFilesLs(ctx context.Context, cp sandboxFiles, in io.Reader, out io.Writer, loc files.Location, o *filesOptions) error {
+	if !isDefault(o.format) {
 		res := filesLsJSON{Path: loc.Path, Entries: []fsproto.Entry{}}
 		if err := cp.List(ctx, loc, o.recursive, func(e fsproto.Entry) error {
 			res.Entries = append(res.Entries, e)
@@ -180,28 +196,22 @@ func typeLetter(t string) string {
 	return "?"
 }
 
-func runFilesCat(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
-	return cp.Cat(ctx, loc, dockerCli.Out())
+func runFilesCat(ctx context.Context, cp sandboxFiles, in io.Reader, out io.Writer, loc files.Location, o *filesOptions) error {
+	return cp.Cat(ctx, loc, out)
 }
 
-func runFilesPut(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
-	res, err := cp.Put(ctx, loc, dockerCli.In(), o.mode)
+func runFilesPut(ctx context.Context, cp sandboxFiles, in io.Reader, out io.Writer, loc files.Location, o *filesOptions) error {
+	res, err := cp.Put(ctx, loc, in, o.mode)
 	if err != nil {
 		return err
 	}
-	if o.format == "" {
-		return nil
-	}
-	return writeFormatted(dockerCli.Out(), o.format, res, nil)
+	return writeFormatted(out, o.format, res, nil)
 }
 
-func runFilesRm(ctx context.Context, dockerCli command.Cli, cp *files.Copier, loc files.Location, o *filesOptions) error {
+func runFilesRm(ctx context.Context, cp sandboxFiles, in io.Reader, out io.Writer, loc files.Location, o *filesOptions) error {
 	res, err := cp.Remove(ctx, loc, o.recursive, o.force)
 	if err != nil {
 		return err
 	}
-	if o.format == "" {
-		return nil
-	}
-	return writeFormatted(dockerCli.Out(), o.format, res, nil)
+	return writeFormatted(out, o.format, res, nil)
 }

@@ -1,14 +1,14 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
-	"github.com/docker/cli/templates"
+	"github.com/docker/cli/cli/command/inspect"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -34,60 +34,68 @@ what its helper reports (sandbox-helper status).`,
 			if len(args) == 0 {
 				return usageError(cmd, "%q requires at least 1 argument", cmd.CommandPath())
 			}
-			return runInspect(cmd.Context(), dockerCli, args, o)
+			out := dockerCli.Out()
+			ts, err := parseTargets(args)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return runInspect(cmd.Context(), manager(dockerCli, c), out, dockerCli.Err(), ts, o)
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 0),
 	}
 	cmd.SetFlagErrorFunc(flagError)
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json (the default) or a Go template applied to each sandbox")
+	cmd.Flags().StringVar(&o.format, "format", "", "Output format: a JSON array (the default, indented; json: on one line) or a Go template applied to each sandbox (fields: the JSON names)")
 	cmd.Flags().BoolVarP(&o.size, "size", "s", false, "Show the size of the sandbox's data (read by a short-lived probe container: slower)")
 	return cmd
 }
 
-func runInspect(ctx context.Context, dockerCli command.Cli, args []string, o inspectOptions) error {
-	ts, err := parseTargets(args)
+// sandboxInspector is what inspect asks of the sandbox manager.
+type sandboxInspector interface {
+	Inspect(ctx context.Context, t core.Target, size bool) (*sbexec.Details, error)
+}
+
+// runInspect prints the sandboxes through docker/cli's inspect package:
+// a JSON array, or the template per sandbox on its JSON form. A sandbox
+// that cannot be inspected is left out, its error on errOut; the exit
+// status is then the first error's.
+func runInspect(ctx context.Context, m sandboxInspector, out, errOut io.Writer, ts []core.Target, o inspectOptions) error {
+	ins, err := inspect.NewTemplateInspectorFromString(out, o.format)
 	if err != nil {
-		return fail(dockerCli.Out(), o.format, err)
+		return fail(out, "", badTemplate(err))
 	}
-	c, err := loadConfig()
-	if err != nil {
-		return fail(dockerCli.Out(), o.format, err)
-	}
-	m := manager(dockerCli, c)
-	list := []*sbexec.Details{}
 	var firstErr error
+	n := 0
 	for _, t := range ts {
 		d, err := m.Inspect(ctx, t, o.size)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", core.TermText(core.AsError(err).Message))
+			fmt.Fprintf(errOut, "docker sandbox: %s\n", core.TermText(core.AsError(err).Message))
 			continue
 		}
-		list = append(list, d)
-	}
-	out := dockerCli.Out()
-	if o.format == "" || isJSON(o.format) {
-		b, err := json.MarshalIndent(list, "", "    ")
+		raw, err := json.Marshal(d)
 		if err != nil {
 			return fail(out, "", err)
 		}
-		fmt.Fprintf(out, "%s\n", b)
-	} else {
-		tmpl, err := templates.Parse(o.format)
+		data, err := templateData(d)
 		if err != nil {
-			return fail(out, "", core.Wrap(core.CodeBadFlag, err, "invalid --format template"))
+			return fail(out, "", err)
 		}
-		for _, d := range list {
-			v, err := lcGeneric(d)
-			if err != nil {
-				return fail(out, "", err)
-			}
-			var buf bytes.Buffer
-			if err := tmpl.Execute(&buf, v); err != nil {
-				return fail(out, "", core.Wrap(core.CodeBadFlag, err, "executing the --format template"))
-			}
-			fmt.Fprintf(out, "%s\n", buf.Bytes())
+		if err := ins.Inspect(data, raw); err != nil {
+			return fail(out, "", badTemplate(err))
+		}
+		n++
+	}
+	// An empty array is printed; a template with nothing to run on prints
+	// nothing.
+	if n > 0 || o.format == "" || o.format == "json" {
+		if err := ins.Flush(); err != nil {
+			return fail(out, "", err)
 		}
 	}
 	if firstErr != nil {

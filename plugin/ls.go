@@ -1,17 +1,13 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/docker/cli/cli/command"
-	"github.com/docker/cli/templates"
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
@@ -40,11 +36,22 @@ stays (expired-with-data). ls never runs anything in a sandbox.`,
   docker sandbox ls -a --filter scope=u1
   docker sandbox ls --filter state=idle -q
   docker sandbox ls --format json
-  docker sandbox ls --format 'table {{.scope}}\t{{.session}}\t{{.state}}'`,
+  docker sandbox ls --format 'table {{.Scope}}\t{{.Session}}\t{{.LastUsed}}'
+  docker sandbox ls --format '{{.scope}} {{.last_used}}'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runLs(cmd.Context(), dockerCli, o))
+			out := dockerCli.Out()
+			lo, err := o.listOptions(time.Now())
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			m, err := lsManager(dockerCli, o.size)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			return fail(out, o.format, runLs(cmd.Context(), m, out, lo, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
@@ -52,87 +59,87 @@ stays (expired-with-data). ls never runs anything in a sandbox.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "Only print SCOPE[/SESSION] names")
 	f.BoolVarP(&o.size, "size", "s", false, "Show the size of each sandbox's data (read by a short-lived probe container: slower)")
 	f.StringArrayVarP(&o.filters, "filter", "f", nil, "Filter: scope=NAME, session=NAME (empty: none), state=STATE, label=KEY[=VALUE]")
-	f.StringVar(&o.format, "format", "", "Output format: table, json (one object per line), table TEMPLATE, or a Go template")
+	f.StringVar(&o.format, "format", "", "Output format: table, json (one object per line), table TEMPLATE, or a Go template; fields: the JSON names ({{.last_used}}) or the table's columns ({{.LastUsed}})")
 	return cmd
 }
 
-func runLs(ctx context.Context, dockerCli command.Cli, o lsOptions) error {
-	flt, err := sbexec.ParseFilters(o.filters)
+// lsManager is ls's manager: sizes are measured by a probe container of
+// the helper image, which needs the configuration.
+func lsManager(dockerCli command.Cli, size bool) (sandboxLister, error) {
+	if !size {
+		return &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}, nil
+	}
+	c, err := loadConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	all := o.all
-	for _, s := range flt.States {
-		if s == sbexec.StateExpired {
-			all = true // asking for them is asking for them
-		}
-	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
-	if o.size {
-		// Sizes are measured by a probe container of the helper image.
-		c, err := loadConfig()
-		if err != nil {
-			return err
-		}
-		m = manager(dockerCli, c)
-	}
-	now := time.Now()
-	rows, err := m.List(ctx, sbexec.ListOptions{All: all, Filter: flt, Size: o.size, Now: now})
-	if err != nil {
-		return err
-	}
-	out := dockerCli.Out()
-	if o.quiet {
-		for _, s := range rows {
-			fmt.Fprintln(out, s.Target())
-		}
-		return nil
-	}
-	return lcWriteRows(out, o.format, rows, now, o.size)
+	return manager(dockerCli, c), nil
 }
 
-// lsColumns are the default table's columns: header, and the cell of a row.
-func lsColumns(now time.Time, size bool) []lcColumn {
-	cols := []lcColumn{
-		{"SCOPE", func(s *sbexec.Sandbox) string { return s.Scope }},
-		{"SESSION", func(s *sbexec.Sandbox) string { return dash(s.Session) }},
-		{"STATE", func(s *sbexec.Sandbox) string { return s.State }},
-		{"IMAGE", func(s *sbexec.Sandbox) string { return dash(s.Image) }},
-		{"NETWORK", func(s *sbexec.Sandbox) string { return dash(s.Network) }},
-		{"RUNTIME", func(s *sbexec.Sandbox) string {
+// listOptions are the manager's options for these flags.
+func (o lsOptions) listOptions(now time.Time) (sbexec.ListOptions, error) {
+	flt, err := sbexec.ParseFilters(o.filters)
+	if err != nil {
+		return sbexec.ListOptions{}, err
+	}
+	// Asking for expired sandboxes is asking for them.
+	all := o.all || slices.Contains(flt.States, sbexec.StateExpired)
+	return sbexec.ListOptions{All: all, Filter: flt, Size: o.size, Now: now}, nil
+}
+
+func runLs(ctx context.Context, m sandboxLister, out io.Writer, lo sbexec.ListOptions, o lsOptions) error {
+	rows, err := m.List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	return lsFormat(lo.Now, o.size).write(out, o.format, o.quiet, rows)
+}
+
+// lsFormat is how ls prints: the default table's columns, with SIZE when
+// sizes were measured.
+func lsFormat(now time.Time, size bool) listFormat[*sbexec.Sandbox] {
+	type S = *sbexec.Sandbox
+	cols := []column[S]{
+		{"Target", "TARGET", func(s S) string { return s.Target().String() }},
+		{"Scope", "SCOPE", func(s S) string { return s.Scope }},
+		{"Session", "SESSION", func(s S) string { return dash(s.Session) }},
+		{"State", "STATE", func(s S) string { return core.TermText(s.State) }},
+		{"Container", "CONTAINER", func(s S) string { return dash(s.Container) }},
+		// Labels and image names can come from an image: quoted.
+		{"Image", "IMAGE", func(s S) string { return core.TermText(dash(s.Image)) }},
+		{"Network", "NETWORK", func(s S) string { return core.TermText(dash(s.Network)) }},
+		{"Runtime", "RUNTIME", func(s S) string {
 			if s.Container != "" && s.Runtime == "" {
 				return "default"
 			}
-			return dash(s.Runtime)
+			return core.TermText(dash(s.Runtime))
 		}},
-		{"CREATED", func(s *sbexec.Sandbox) string { return lcAgo(&s.Created, now) }},
-		{"LAST USED", func(s *sbexec.Sandbox) string {
+		{"Created", "CREATED", func(s S) string { return lcAgo(&s.Created, now) }},
+		{"LastUsed", "LAST USED", func(s S) string {
 			if s.State == sbexec.StateRunning {
 				return "now"
 			}
 			return lcAgo(s.LastUsed, now)
 		}},
-		{"IDLE TTL", func(s *sbexec.Sandbox) string {
+		{"IdleTTL", "IDLE TTL", func(s S) string {
 			if s.IdleTTL == "0s" {
 				return "never"
 			}
-			return dash(s.IdleTTL)
+			return core.TermText(dash(s.IdleTTL))
 		}},
-	}
-	if size {
-		cols = append(cols, lcColumn{"SIZE", func(s *sbexec.Sandbox) string {
+		{"Volumes", "VOLUMES", func(s S) string { return core.TermText(dash(strings.Join(s.Volumes, ","))) }},
+		{"Size", "SIZE", func(s S) string {
 			if s.Size == nil {
 				return "-"
 			}
 			return units.HumanSize(float64(*s.Size))
-		}})
+		}},
 	}
-	return cols
-}
-
-type lcColumn struct {
-	header string
-	cell   func(*sbexec.Sandbox) string
+	table := `table {{.Scope}}\t{{.Session}}\t{{.State}}\t{{.Image}}\t{{.Network}}\t{{.Runtime}}\t{{.Created}}\t{{.LastUsed}}\t{{.IdleTTL}}`
+	if size {
+		table += `\t{{.Size}}`
+	}
+	return listFormat[S]{columns: cols, table: table, quiet: "{{.Target}}"}
 }
 
 func dash(s string) string {
@@ -152,109 +159,4 @@ func lcAgo(t *time.Time, now time.Time) string {
 		return "now"
 	}
 	return units.HumanDuration(d) + " ago"
-}
-
-// lcWriteRows prints sandboxes in docker's list style: a table, one JSON
-// object per line, `table TEMPLATE` (a header from the field names), or a
-// template per row. Templates see the JSON field names.
-func lcWriteRows(out io.Writer, format string, rows []*sbexec.Sandbox, now time.Time, size bool) error {
-	switch {
-	case format == "" || format == "table":
-		tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-		cols := lsColumns(now, size)
-		var hs []string
-		for _, c := range cols {
-			hs = append(hs, c.header)
-		}
-		fmt.Fprintln(tw, strings.Join(hs, "\t"))
-		for _, s := range rows {
-			var cells []string
-			for _, c := range cols {
-				// Labels and image names can come from an image:
-				// quoted for the terminal.
-				cells = append(cells, core.TermText(c.cell(s)))
-			}
-			fmt.Fprintln(tw, strings.Join(cells, "\t"))
-		}
-		return tw.Flush()
-	case isJSON(format):
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		for _, s := range rows {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	table := false
-	if t, ok := strings.CutPrefix(format, "table "); ok {
-		table, format = true, t
-	}
-	// As docker ps: \t and \n typed in a shell's quotes are a tab and a newline.
-	format = strings.NewReplacer(`\t`, "\t", `\n`, "\n").Replace(format)
-	tmpl, err := templates.Parse(format)
-	if err != nil {
-		return core.Wrap(core.CodeBadFlag, err, "invalid --format template")
-	}
-	var w io.Writer = out
-	var tw *tabwriter.Writer
-	if table {
-		tw = tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-		w = tw
-		if err := lcTemplateHeader(w, tmpl.Execute); err != nil {
-			return err
-		}
-	}
-	for _, s := range rows {
-		v, err := lcGeneric(s)
-		if err != nil {
-			return err
-		}
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, v); err != nil {
-			return core.Wrap(core.CodeBadFlag, err, "executing the --format template")
-		}
-		buf.WriteByte('\n')
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	if tw != nil {
-		return tw.Flush()
-	}
-	return nil
-}
-
-// lcTemplateHeader renders the header line of `table TEMPLATE`: the template
-// run on a map whose every field is its own name in capitals.
-func lcTemplateHeader(w io.Writer, exec func(io.Writer, any) error) error {
-	h := map[string]any{}
-	for _, k := range []string{"scope", "session", "state", "container", "image", "network", "runtime", "created",
-		"last_used", "idle_ttl", "volumes", "size"} {
-		h[k] = strings.ToUpper(strings.ReplaceAll(k, "_", " "))
-	}
-	var buf bytes.Buffer
-	if err := exec(&buf, h); err != nil {
-		return core.Wrap(core.CodeBadFlag, err, "executing the --format template")
-	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
-	return err
-}
-
-// lcGeneric is v as templates see it: its JSON form.
-func lcGeneric(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	// Numbers keep their JSON text (2097152, not 2.097152e+06).
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var g any
-	if err := dec.Decode(&g); err != nil {
-		return nil, err
-	}
-	return g, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -50,8 +51,23 @@ a minute.`,
   docker sandbox prune -f --format json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return fail(dockerCli.Out(), o.format, runPrune(cmd.Context(), dockerCli, cmd, o))
+			out := dockerCli.Out()
+			grace, graceSet := os.LookupEnv(pruneGraceEnv)
+			po, err := o.pruneOptions(cmd.Flags().Changed("older-than"), grace, graceSet)
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			c, err := loadConfig()
+			if err != nil {
+				return fail(out, o.format, err)
+			}
+			b := builder(dockerCli, c)
+			for _, a := range images.Arches {
+				po.KeepVolumes = append(po.KeepVolumes, b.HelperVolume(a, false), b.HelperVolume(a, true))
+			}
+			return fail(out, o.format, runPrune(cmd.Context(), manager(dockerCli, c), dockerCli.In(), out, dockerCli.Err(), po, o))
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	f := cmd.Flags()
@@ -63,37 +79,43 @@ a minute.`,
 	return cmd
 }
 
-func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o pruneOptions) error {
+// pruner is what prune asks of the sandbox manager.
+type pruner interface {
+	Prune(ctx context.Context, o sbexec.PruneOptions) (sbexec.PruneReport, error)
+}
+
+// pruneOptions are the manager's options for these flags (olderThanSet:
+// --older-than was given) and the grace from $DOCKER_SANDBOX_PRUNE_GRACE
+// (graceSet: it is set).
+func (o pruneOptions) pruneOptions(olderThanSet bool, grace string, graceSet bool) (sbexec.PruneOptions, error) {
 	po := sbexec.PruneOptions{DryRun: o.dryRun, Grace: pruneGrace}
-	if cmd.Flags().Changed("older-than") {
+	if olderThanSet {
 		d, err := time.ParseDuration(o.olderThan)
 		if err != nil || d < 0 {
-			return core.Errorf(core.CodeBadFlag, "invalid --older-than %q: want a duration such as 24h or 90m", o.olderThan)
+			return po, core.Errorf(core.CodeBadFlag, "invalid --older-than %q: want a duration such as 24h or 90m", o.olderThan)
 		}
 		po.OlderThan, po.DataAge = d, true
 	}
 	for _, f := range o.filters {
 		v, ok := strings.CutPrefix(f, "label=")
 		if !ok || v == "" {
-			return core.Errorf(core.CodeBadFlag, "invalid --filter %q: prune takes label=KEY or label=KEY=VALUE", f)
+			return po, core.Errorf(core.CodeBadFlag, "invalid --filter %q: prune takes label=KEY or label=KEY=VALUE", f)
 		}
 		po.Labels = append(po.Labels, v)
 	}
-	if g, ok := os.LookupEnv(pruneGraceEnv); ok && g != "" {
-		d, err := time.ParseDuration(g)
+	if graceSet && grace != "" {
+		d, err := time.ParseDuration(grace)
 		if err != nil || d < 0 {
-			return core.Errorf(core.CodeBadFlag, "invalid %s %q: want a duration", pruneGraceEnv, g)
+			return po, core.Errorf(core.CodeBadFlag, "invalid %s %q: want a duration", pruneGraceEnv, grace)
 		}
 		po.Grace = d
 	}
-	c, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	b := builder(dockerCli, c)
-	for _, a := range images.Arches {
-		po.KeepVolumes = append(po.KeepVolumes, b.HelperVolume(a, false), b.HelperVolume(a, true))
-	}
+	return po, nil
+}
+
+// runPrune asks (on errOut, the answer from in) unless -f or --dry-run,
+// prunes, and reports.
+func runPrune(ctx context.Context, m pruner, in io.Reader, out, errOut io.Writer, po sbexec.PruneOptions, o pruneOptions) error {
 	if !o.force && !o.dryRun {
 		msg := "WARNING! This will remove:\n" +
 			"  - sandbox containers that stopped but were not removed\n" +
@@ -103,18 +125,16 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 		if po.DataAge {
 			msg += fmt.Sprintf("  - the data of sandboxes without a container, last written more than %s ago\n", po.OlderThan)
 		}
-		fmt.Fprint(dockerCli.Err(), msg+"Are you sure you want to continue? [y/N] ")
-		line, _ := bufio.NewReader(dockerCli.In()).ReadString('\n')
+		fmt.Fprint(errOut, msg+"Are you sure you want to continue? [y/N] ")
+		line, _ := bufio.NewReader(in).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			return core.Errorf(core.CodeBadFlag, "prune cancelled (use -f to skip the prompt)")
 		}
 	}
-	m := manager(dockerCli, c)
 	rep, err := m.Prune(ctx, po)
 	if err != nil {
 		return err
 	}
-	out := dockerCli.Out()
 	var failed []string
 	for _, it := range rep.Objects {
 		if it.Error != "" {
@@ -141,7 +161,7 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 		}
 		for _, k := range rep.Kept {
 			if rep.DryRun || strings.Contains(k.Reason, "unknown") {
-				fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s %s %s\n", k.Type, k.Name, k.Reason)
+				fmt.Fprintf(errOut, "docker sandbox: %s %s %s\n", k.Type, k.Name, k.Reason)
 			}
 		}
 		return nil
@@ -150,7 +170,7 @@ func runPrune(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o 
 	}
 	if len(failed) > 0 {
 		// The report (with each object's error) is on stdout already.
-		fmt.Fprintf(dockerCli.Err(), "docker sandbox: prune could not remove %d object(s): %s\n", len(failed), strings.Join(failed, "; "))
+		fmt.Fprintf(errOut, "docker sandbox: prune could not remove %d object(s): %s\n", len(failed), strings.Join(failed, "; "))
 		return cli.StatusError{StatusCode: 125}
 	}
 	return nil

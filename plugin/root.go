@@ -34,7 +34,8 @@ func Metadata() metadata.Metadata {
 }
 
 // NewRootCommand returns the `sandbox` command. It must not do I/O: the
-// engine client exists only after the pre-run hook.
+// engine client exists only after the pre-run hook, and the docker CLI
+// asks for the metadata (which builds this tree) on every `docker --help`.
 func NewRootCommand(dockerCli command.Cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   Name,
@@ -44,6 +45,9 @@ your Docker context points at.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if plugin.PersistentPreRunE == nil {
+				return nil // not run by plugin.RunPlugin (unit tests)
+			}
 			core.Debugf("pre-run start")
 			err := plugin.PersistentPreRunE(cmd, args)
 			core.Debugf("pre-run end")
@@ -71,6 +75,9 @@ your Docker context points at.`,
 		newPruneCommand(dockerCli),
 		newShellCommand(dockerCli),
 		newEgressCommand(dockerCli),
+		newCompletionCommand(),
+		newStandaloneCompleteCommand(),
 	)
+	registerFlagCompletions(dockerCli, cmd)
 	return cmd
 }

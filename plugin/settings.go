@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/images"
@@ -81,6 +82,11 @@ func asConfigError(err error) error {
 // builder returns the image builder for the CLI's engine.
 func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
 	return &images.Builder{Engine: dockerCli.Client(), Version: Version, Base: c.RuntimeBase, Progress: dockerCli.Err()}
+}
+
+// sandboxLister is what ls, stop and rm ask of the sandbox manager.
+type sandboxLister interface {
+	List(ctx context.Context, o sbexec.ListOptions) ([]*sbexec.Sandbox, error)
 }
 
 // manager returns the sandbox manager for the CLI's engine.
@@ -184,4 +190,9 @@ func (r checkedRunner) HelperExec(ctx context.Context, spec sbexec.Spec, rr sbex
 		return 0, sbexec.Result{}, err
 	}
 	return r.Runner.HelperExec(ctx, spec, rr)
+}
+
+// egressManager returns the sidecar manager for the CLI's engine.
+func egressManager(dockerCli command.Cli, c *config.Config) *egress.Manager {
+	return &egress.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, HelperID: images.HelperID()}
 }

@@ -43,6 +43,7 @@ expire, and stop and rm refuse unless --force. Without SCOPE: the default scope.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return fail(dockerCli.Out(), o.format, runShell(cmd.Context(), dockerCli, cmd, args, o))
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 1),
 	}
 	cmd.SetFlagErrorFunc(flagError)
 	cmd.Flags().SetInterspersed(false)

@@ -2,34 +2,22 @@ package plugin
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"sort"
+	"io"
 
-	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
-	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
-// removalOptions are the options of stop and rm.
-type removalOptions struct {
-	all     bool
-	force   bool
-	filters []string
-	format  string
-}
-
-func addRemovalFlags(cmd *cobra.Command, o *removalOptions, allHelp string) {
-	cmd.SetFlagErrorFunc(flagError)
-	f := cmd.Flags()
-	f.BoolVarP(&o.all, "all", "a", false, allHelp)
-	f.BoolVarP(&o.force, "force", "f", false, "Kill whatever runs in the sandboxes first, and ignore names that do not exist")
-	f.StringArrayVar(&o.filters, "filter", nil, "With --all: only the sandboxes that match (as ls --filter)")
-	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
+// sandboxStopper is what stop asks of the sandbox manager.
+type sandboxStopper interface {
+	sandboxLister
+	// StopSandbox removes the target's container (a scope: also its
+	// sessions'); StopExact only that one container.
+	StopSandbox(ctx context.Context, t core.Target, force bool) (bool, error)
+	StopExact(ctx context.Context, t core.Target, force bool) (bool, error)
 }
 
 func newStopCommand(dockerCli command.Cli) *cobra.Command {
@@ -45,161 +33,35 @@ shell runs in one of them, unless --force.`,
   docker sandbox stop --all
   docker sandbox stop --force u1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRemoval(cmd.Context(), dockerCli, cmd, args, o, false)
+			if err := checkRemovalArgs(cmd, args, o); err != nil {
+				return err
+			}
+			m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
+			return fail(dockerCli.Out(), o.format, runStop(cmd.Context(), m, dockerCli.Out(), dockerCli.Err(), args, o))
 		},
+		ValidArgsFunction: completeTargets(dockerCli, 0),
 	}
 	addRemovalFlags(cmd, &o, "Stop every sandbox that has a container")
 	return cmd
 }
 
-// targetResult is one element of stop/rm --format json.
-type targetResult struct {
-	Target  string     `json:"target"`
-	Removed bool       `json:"removed"`
-	Error   *errorBody `json:"error"`
-}
-
-// errorBody is the error object's content.
-type errorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func parseTargets(args []string) ([]core.Target, error) {
-	var ts []core.Target
-	seen := map[core.Target]bool{}
-	for _, a := range args {
-		t, err := core.ParseTarget(a)
+// runStop removes the containers of the targets in args, or with --all of
+// every sandbox listed (each listed container, not its scope's others).
+func runStop(ctx context.Context, m sandboxStopper, out, errOut io.Writer, args []string, o removalOptions) error {
+	if !o.all {
+		ts, err := parseTargets(args)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !seen[t] {
-			seen[t] = true
-			ts = append(ts, t)
-		}
+		return removeEach(out, errOut, ts, o, "container", func(t core.Target) (bool, error) { return m.StopSandbox(ctx, t, o.force) })
 	}
-	return ts, nil
-}
-
-// runRemoval is stop (data=false) and rm (data=true).
-func runRemoval(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o removalOptions, data bool) error {
-	switch {
-	case o.all && len(args) > 0:
-		return usageError(cmd, "give names or --all, not both")
-	case !o.all && len(args) == 0:
-		return usageError(cmd, "%q requires at least 1 argument, or --all", cmd.CommandPath())
-	case !o.all && len(o.filters) > 0:
-		return usageError(cmd, "--filter needs --all")
+	flt, err := sbexec.ParseFilters(o.filters)
+	if err != nil {
+		return err
 	}
-	out := dockerCli.Out()
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
-	var (
-		ts    []core.Target
-		exact bool
-	)
-	if o.all {
-		flt, err := sbexec.ParseFilters(o.filters)
-		if err != nil {
-			return fail(out, o.format, err)
-		}
-		rows, err := m.List(ctx, sbexec.ListOptions{All: data, Filter: flt})
-		if err != nil {
-			return fail(out, o.format, err)
-		}
-		seen := map[core.Target]bool{}
-		for _, r := range rows {
-			ts = append(ts, r.Target())
-			seen[r.Target()] = true
-		}
-		if data && len(flt.Sessions) == 0 && len(flt.States) == 0 {
-			// Scopes with nothing left but their egress network.
-			scopes, err := m.ScopeNetworkScopes(ctx, flt.Labels)
-			if err != nil {
-				return fail(out, o.format, err)
-			}
-			for _, s := range scopes {
-				t := core.Target{Scope: s}
-				if !seen[t] && (len(flt.Scopes) == 0 || slices.Contains(flt.Scopes, s)) {
-					ts = append(ts, t)
-				}
-			}
-		}
-		// Sessions first: removing a scope removes its sessions too.
-		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Session != "" && ts[j].Session == "" })
-		exact = !data // stop --all: each listed container, not its scope's others
-	} else {
-		var err error
-		if ts, err = parseTargets(args); err != nil {
-			return fail(out, o.format, err)
-		}
+	ts, err := listedTargets(ctx, m, flt, false, nil)
+	if err != nil {
+		return err
 	}
-	res := []targetResult{}
-	var firstErr error
-	for _, t := range ts {
-		var (
-			found bool
-			err   error
-		)
-		switch {
-		case data:
-			found, err = m.RemoveSandbox(ctx, t, o.force)
-		case exact:
-			found, err = m.StopExact(ctx, t, o.force)
-		default:
-			found, err = m.StopSandbox(ctx, t, o.force)
-		}
-		if err == nil && data && t.Session == "" {
-			// The scope is gone: so is its egress network, also when the
-			// scope had no container or data left (its policy stays, as
-			// configuration, and a line says so).
-			removed, nerr := m.RemoveScopeNetwork(ctx, t.Scope)
-			found = found || removed
-			err = nerr
-			if found {
-				eg := &egress.Manager{Engine: dockerCli.Client(), Version: Version}
-				if note := egressPolicyNote(ctx, eg, t.Scope); note != "" {
-					fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", note)
-				}
-			}
-		}
-		if err == nil && !found {
-			if o.all || o.force {
-				continue // gone meanwhile (a scope took its sessions), or -f
-			}
-			what := "container"
-			if data {
-				what = "container or data"
-			}
-			err = core.Errorf(core.CodeNotFound, "no sandbox %s (no %s): see `docker sandbox ls -a`", t, what)
-		}
-		r := targetResult{Target: t.String(), Removed: err == nil}
-		if err != nil {
-			e := core.AsError(err)
-			r.Error = &errorBody{Code: e.Code, Message: e.Message}
-			if firstErr == nil {
-				firstErr = e
-			}
-			if o.format == "" {
-				fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", e.Message)
-			}
-		}
-		res = append(res, r)
-	}
-	if err := writeFormatted(out, o.format, res, func() error {
-		for _, r := range res {
-			if r.Removed {
-				fmt.Fprintln(out, r.Target)
-			}
-		}
-		return nil
-	}); err != nil {
-		return fail(out, "", err)
-	}
-	if firstErr != nil {
-		if o.format != "" {
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", core.AsError(firstErr).Message)
-		}
-		return cli.StatusError{StatusCode: core.AsError(firstErr).Exit}
-	}
-	return nil
+	return removeEach(out, errOut, ts, o, "container", func(t core.Target) (bool, error) { return m.StopExact(ctx, t, o.force) })
 }

@@ -137,7 +137,7 @@ func TestTermQuoting(t *testing.T) {
 			// ls: labels and image names can come from an image.
 			var tbl bytes.Buffer
 			now := time.Now()
-			if err := lcWriteRows(&tbl, "", []*sbexec.Sandbox{{Scope: "u1", State: name, Image: name, Network: name, Runtime: name, IdleTTL: name, Created: now}}, now, false); err != nil {
+			if err := lsFormat(now, false).write(&tbl, "", false, []*sbexec.Sandbox{{Scope: "u1", State: name, Image: name, Network: name, Runtime: name, IdleTTL: name, Created: now}}); err != nil {
 				t.Fatal(err)
 			}
 			check("ls", tbl.Bytes(), 2)

@@ -2,10 +2,11 @@ package plugin
 
 import (
 	"context"
-	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/docker/api/types"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -25,11 +26,11 @@ type versionJSON struct {
 		OS       string `json:"os"`
 		Arch     string `json:"arch"`
 	} `json:"plugin"`
-	Context          string        `json:"context"`
-	Host             string        `json:"host"`
-	ClientAPIVersion string        `json:"client_api_version"`
-	Engine           *engineJSON   `json:"engine"`
-	Error            *errorPayload `json:"error,omitempty"`
+	Context          string      `json:"context"`
+	Host             string      `json:"host"`
+	ClientAPIVersion string      `json:"client_api_version"`
+	Engine           *engineJSON `json:"engine"`
+	Error            *errorBody  `json:"error,omitempty"`
 }
 
 type engineJSON struct {
@@ -40,9 +41,11 @@ type engineJSON struct {
 	Arch       string `json:"arch"`
 }
 
-type errorPayload struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+// versionClient is what version asks the engine (ServerVersion first: the
+// client's API version is known once it negotiated).
+type versionClient interface {
+	ServerVersion(ctx context.Context) (types.Version, error)
+	ClientVersion() string
 }
 
 func newVersionCommand(dockerCli command.Cli) *cobra.Command {
@@ -52,51 +55,59 @@ func newVersionCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Show the versions of the plugin, the engine and the API, and the context in use",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVersion(cmd.Context(), dockerCli, o)
+			return runVersion(cmd.Context(), dockerCli.Client(), dockerCli.Out(), dockerCli.CurrentContext(), dockerCli.DockerEndpoint().Host, o)
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
+	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template (fields: the JSON names, {{.engine.api_version}})")
 	return cmd
 }
 
-func runVersion(ctx context.Context, dockerCli command.Cli, o versionOptions) error {
+// versionTemplate is version's human form, as docker version's: a template
+// on the JSON form.
+const versionTemplate = `Plugin:
+ Version:     {{.plugin.version}}
+ Helper:      {{.plugin.helper_id}}
+ Go version:  {{.plugin.go}}
+ OS/Arch:     {{.plugin.os}}/{{.plugin.arch}}
+Context:       {{.context}} ({{.host}})
+{{- if .engine}}
+Engine:
+ Version:     {{.engine.version}}
+ API version: {{.engine.api_version}} (client {{.client_api_version}}, minimum {{.engine.min_api_version}})
+ OS/Arch:     {{.engine.os}}/{{.engine.arch}}
+{{- end}}`
+
+// runVersion prints the versions; contextName and host are the Docker
+// context in use and its endpoint. An unreachable engine is in the output
+// (engine null, and the error) and in the exit status.
+func runVersion(ctx context.Context, c versionClient, out io.Writer, contextName, host string, o versionOptions) error {
 	var v versionJSON
 	v.Plugin.Version = Version
 	v.Plugin.HelperID = images.HelperID()
 	v.Plugin.Go = runtime.Version()
 	v.Plugin.OS, v.Plugin.Arch = runtime.GOOS, runtime.GOARCH
-	v.Context = dockerCli.CurrentContext()
-	v.Host = dockerCli.DockerEndpoint().Host
-	sv, err := dockerCli.Client().ServerVersion(ctx)
-	v.ClientAPIVersion = dockerCli.Client().ClientVersion()
+	v.Context = contextName
+	v.Host = host
+	sv, err := c.ServerVersion(ctx)
+	v.ClientAPIVersion = c.ClientVersion()
 	var engErr *core.Error
 	if err != nil {
 		engErr = core.EngineError(err, "cannot read the engine's version")
-		v.Error = &errorPayload{Code: engErr.Code, Message: engErr.Message}
+		v.Error = newErrorBody(engErr)
 	} else {
 		v.Engine = &engineJSON{Version: sv.Version, APIVersion: sv.APIVersion, MinAPI: sv.MinAPIVersion, OS: sv.Os, Arch: sv.Arch}
 	}
-	out := dockerCli.Out()
-	if err := writeFormatted(out, o.format, v, func() error {
-		fmt.Fprintf(out, "Plugin:\n Version:     %s\n Helper:      %s\n Go version:  %s\n OS/Arch:     %s/%s\n", Version, v.Plugin.HelperID, v.Plugin.Go, v.Plugin.OS, v.Plugin.Arch)
-		fmt.Fprintf(out, "Context:       %s (%s)\n", v.Context, v.Host)
-		if v.Engine != nil {
-			fmt.Fprintf(out, "Engine:\n Version:     %s\n API version: %s (client %s, minimum %s)\n OS/Arch:     %s/%s\n", v.Engine.Version, v.Engine.APIVersion, v.ClientAPIVersion, v.Engine.MinAPI, v.Engine.OS, v.Engine.Arch)
-		}
-		return nil
-	}); err != nil {
+	format := o.format
+	if isDefault(format) {
+		format = versionTemplate
+	}
+	if err := writeFormatted(out, format, v, nil); err != nil {
 		return fail(out, o.format, err)
 	}
 	if engErr != nil {
 		// The JSON object above already carries the error.
 		return fail(nil, "", engErr)
-	}
-	return nil
-}
-
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError(cmd, "%q accepts no arguments", cmd.CommandPath())
 	}
 	return nil
 }

@@ -43,7 +43,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -863,12 +862,7 @@ func (c *Config) Entries() []Entry {
 		src := c.Source(d.name)
 		out = append(out, Entry{Key: d.name, Value: d.entry(c), Source: src.String(), Untrusted: c.untrusted(src)})
 	}
-	names := make([]string, 0, len(c.Scopes))
-	for n := range c.Scopes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(c.Scopes)) {
 		p := c.Scopes[n]
 		out = append(out, Entry{
 			Key: scopeTable + "." + n,
