@@ -1,6 +1,7 @@
 package core
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -110,7 +111,11 @@ func FuzzObjectNames(f *testing.F) {
 	f.Add("net", "u1")
 	f.Add("docker-sandbox.egress", "x")
 	f.Add("a.b", "ws")
+	nameRE := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	f.Fuzz(func(t *testing.T, scope, session string) {
+		if ValidName(scope) != nameRE.MatchString(scope) {
+			t.Fatalf("ValidName(%q) = %v, the rule says %v", scope, ValidName(scope), nameRE.MatchString(scope))
+		}
 		tg := Target{Scope: scope, Session: session}
 		if tg.Validate() == nil {
 			for _, n := range []string{tg.ContainerName(), tg.UserVolume(), tg.WorkspaceVolume()} {
