@@ -24,13 +24,8 @@ import (
 // call (flags nil: none) over them, checked as the configuration checks
 // them.
 func copyLimits(c *config.Config, flags *pflag.FlagSet) (tarsafe.Limits, error) {
-	for _, fk := range [][2]string{{"max-size", "copy_max_size"}, {"max-file-size", "copy_max_file_size"}, {"max-entries", "copy_max_entries"}} {
-		if flags == nil || !flags.Changed(fk[0]) {
-			continue
-		}
-		if err := c.Set(fk[1], flags.Lookup(fk[0]).Value.String(), "--"+fk[0]); err != nil {
-			return tarsafe.Limits{}, asConfigError(err)
-		}
+	if err := applyFlags(flags, c); err != nil {
+		return tarsafe.Limits{}, err
 	}
 	return tarsafe.Limits{MaxBytes: c.CopyMaxSize, MaxEntryBytes: c.CopyMaxFileSize, MaxEntries: c.CopyMaxEntries}, nil
 }

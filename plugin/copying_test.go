@@ -61,9 +61,7 @@ func TestParseCpArgs(t *testing.T) {
 func TestCopyLimits(t *testing.T) {
 	newFlags := func(args ...string) *cobra.Command {
 		cmd := &cobra.Command{}
-		var a, b string
-		var n int64
-		addLimitFlags(cmd, &a, &b, &n)
+		config.AddFlags(cmd.Flags(), config.FlagsCopy)
 		if err := cmd.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}

@@ -7,21 +7,17 @@ import (
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type cpOptions struct {
-	archive     bool
-	strict      bool
-	maxSize     string
-	maxFileSize string
-	maxEntries  int64
-	format      string
-	flags       *pflag.FlagSet // to tell the cap flags given from their defaults
+	archive bool
+	strict  bool
+	format  string
 }
 
 func newCpCommand(dockerCli command.Cli) *cobra.Command {
@@ -57,7 +53,6 @@ same rule holds in every direction, and for "-" as DST.`,
 			if len(args) != 2 {
 				return usageError(cmd, "%q requires exactly 2 arguments: SRC and DST", cmd.CommandPath())
 			}
-			o.flags = cmd.Flags()
 			out := dockerCli.Out()
 			a, err := parseCpArgs(args[0], args[1], o.format)
 			if err != nil {
@@ -67,7 +62,7 @@ same rule holds in every direction, and for "-" as DST.`,
 			if err != nil {
 				return fail(out, o.format, err)
 			}
-			limits, err := copyLimits(c, o.flags)
+			limits, err := copyLimits(c, cmd.Flags())
 			if err != nil {
 				return fail(out, o.format, err)
 			}
@@ -83,16 +78,9 @@ same rule holds in every direction, and for "-" as DST.`,
 	f := cmd.Flags()
 	f.BoolVarP(&o.archive, "archive", "a", false, "Keep permission bits exactly (setuid, setgid and sticky bits are always removed)")
 	f.BoolVar(&o.strict, "strict", false, "Refuse the whole copy (path_escape) when a symbolic link leads outside the copied tree, instead of skipping that link")
-	addLimitFlags(cmd, &o.maxSize, &o.maxFileSize, &o.maxEntries)
+	config.AddFlags(f, config.FlagsCopy)
 	f.StringVar(&o.format, "format", "", "Output format: json or a Go template (default: quiet)")
 	return cmd
-}
-
-func addLimitFlags(cmd *cobra.Command, maxSize, maxFileSize *string, maxEntries *int64) {
-	f := cmd.Flags()
-	f.StringVar(maxSize, "max-size", "", "Stop the copy when its files add up to more than this (default: copy_max_size, 2GiB)")
-	f.StringVar(maxFileSize, "max-file-size", "", "Stop the copy at a file larger than this (default: copy_max_file_size, else --max-size)")
-	f.Int64Var(maxEntries, "max-entries", 0, "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)")
 }
 
 // cpJSON is the --format json schema of cp.

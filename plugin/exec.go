@@ -20,6 +20,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type execOptions struct {
@@ -28,24 +29,13 @@ type execOptions struct {
 	lang      string
 	scope     string
 	session   string
-	timeout   string
 	env       []string
 	envFiles  []string
 	workdir   string
-	image     string
-	network   string
 	allow     []string
 	allowPort []string
 	allowCIDR []string
-	memory    string
-	cpus      string
-	pids      string
-	runtime   string
-	idleTTL   string
-	maxLife   string
-	disk      string
 	rm        bool
-	maxOutput string
 	format    string
 }
 
@@ -70,24 +60,14 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringVar(&o.lang, "lang", "", "Language: python, node, bash, sh (default: from FILE's extension, the shebang, config, else sh)")
 	f.StringVarP(&o.scope, "scope", "s", "", "Scope that owns the data (default \"default\" or config default_scope)")
 	f.StringVar(&o.session, "session", "", "Session under the scope, with its own workspace")
-	f.StringVar(&o.timeout, "timeout", "", "Kill the program after this long (default 60s; at most config max_timeout, 1h by default: a larger value is refused)")
 	f.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable (KEY=VALUE, or KEY to pass the host's value)")
 	f.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
 	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
-	f.StringVar(&o.image, "image", "", "Image to run in (default: the built-in runtime image)")
-	f.StringVar(&o.network, "network", "", "Network: none (default), proxy (only through the egress proxy, under the scope's allowlist), or a Docker network's name")
 	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST: pypi.org, *.example.com, * (implies --network proxy; repeatable)")
 	f.StringSliceVar(&o.allowPort, "allow-port", nil, "Allowed destination port (default 80 and 443; implies --network proxy; repeatable)")
 	f.StringSliceVar(&o.allowCIDR, "allow-cidr", nil, "Allowed address range, private ones included (implies --network proxy; repeatable)")
-	f.StringVarP(&o.memory, "memory", "m", "", "Memory limit, swap included (default 1g)")
-	f.StringVar(&o.cpus, "cpus", "", "Number of CPUs (default 1)")
-	f.StringVar(&o.pids, "pids", "", "Process limit (default 256)")
-	f.StringVar(&o.runtime, "runtime", "", "Container runtime, e.g. runsc (must be registered on the engine)")
-	f.StringVar(&o.idleTTL, "idle-ttl", "", "Remove the sandbox's container after this long idle (default 10m, 0 = never)")
-	f.StringVar(&o.maxLife, "max-lifetime", "", "Remove the sandbox's container at this age, even while busy (default 0 = never; data stays)")
-	f.StringVar(&o.disk, "disk", "", "Limit of what /opt/workspace and /opt/user may hold together (default 10GiB, 0 = none)")
+	config.AddFlags(f, config.FlagsRun, config.FlagsSandbox)
 	f.BoolVar(&o.rm, "rm", false, "One-shot: remove the sandbox's container and data after the run")
-	f.StringVar(&o.maxOutput, "max-output", "", "Cap on each of stdout and stderr (default 1MiB)")
 	f.StringVar(&o.format, "format", "", "Output format: json, or a Go template (default: the program's own output)")
 	return cmd
 }
@@ -121,11 +101,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return err
 	}
 	core.Debugf("config loaded")
-	if err := applyFlags(cmd, c, map[string]string{
-		"timeout": "timeout", "image": "image", "network": "network",
-		"memory": "memory", "cpus": "cpus", "pids": "pids", "runtime": "runtime", "idle-ttl": "idle_ttl",
-		"max-output": "max_output", "max-lifetime": "max_lifetime", "disk": "disk",
-	}); err != nil {
+	if err := applyFlags(cmd.Flags(), c); err != nil {
 		return err
 	}
 	egPlan, err := egPlanExec(cmd, c, o.allow, o.allowPort, o.allowCIDR)

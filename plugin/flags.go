@@ -1,23 +1,16 @@
 package plugin
 
 import (
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
-// applyFlags records the changed flags into the configuration.
-func applyFlags(cmd *cobra.Command, c *config.Config, pairs map[string]string) error {
-	for flag, key := range pairs {
-		if !cmd.Flags().Changed(flag) {
-			continue
-		}
-		v := cmd.Flags().Lookup(flag).Value.String()
-		if err := c.Set(key, v, "--"+flag); err != nil {
-			return asConfigError(err)
-		}
-	}
-	if err := c.Validate(); err != nil {
+// applyFlags records the configuration flags given on the command line
+// (those config.AddFlags declared: fs nil for none) into the configuration
+// and checks the limits between keys.
+func applyFlags(fs *pflag.FlagSet, c *config.Config) error {
+	if err := c.SetFlags(fs); err != nil {
 		return asConfigError(err)
 	}
 	return nil

@@ -11,10 +11,10 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 type imagesBuildOptions struct {
-	base   string
 	format string
 }
 
@@ -43,14 +43,14 @@ func newImagesBuildCommand(dockerCli command.Cli) *cobra.Command {
 			if err != nil {
 				return fail(out, o.format, err)
 			}
-			if err := applyFlags(cmd, c, map[string]string{"base": "runtime_base"}); err != nil {
+			if err := applyFlags(cmd.Flags(), c); err != nil {
 				return fail(out, o.format, err)
 			}
 			return fail(out, o.format, runImagesBuild(cmd.Context(), dockerCli.Client(), builder(dockerCli, c), out, c.RuntimeBase, o))
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	cmd.Flags().StringVar(&o.base, "base", "", "Base image of the runtime image (default: config runtime_base)")
+	config.AddFlags(cmd.Flags(), config.FlagsBuild)
 	cmd.Flags().StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	return cmd
 }

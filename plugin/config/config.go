@@ -13,7 +13,8 @@
 //     (see trust.go);
 //   - the environment, DOCKER_SANDBOX_<KEY> (DOCKER_SANDBOX_TIMEOUT=30s);
 //     an empty variable counts as unset;
-//   - flags, applied by the caller with [Config.Set].
+//   - flags: the key table declares them (AddFlags, by verb group) and
+//     SetFlags applies those given; [Config.Set] sets one.
 //
 // Load applies the first four. Missing files are fine; a syntax error, an
 // unknown key or a bad value is an [*Error] whose message names the file,

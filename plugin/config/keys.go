@@ -11,33 +11,51 @@ import (
 )
 
 // keyTable is the one list of configuration keys. Environment variables,
-// files, flags (Set), defaults, the listing (Entries) and the trust rules of
-// project files all go through it, in this order. Adding a key is one line
-// here plus the field in Config; the line must state the key's trust rule
-// (see trust.go): what an untrusted project file may do with it.
+// files, flags (Set, AddFlags and SetFlags), defaults, the listing (Entries)
+// and the trust rules of project files all go through it, in this order.
+// Adding a key is one line here plus the field in Config; the line must
+// state the key's trust rule (see trust.go): what an untrusted project file
+// may do with it. A key with a command-line flag says so on its line
+// (withFlag: the verbs whose group it is in get the flag, see flags.go).
 var keyTable = []keyDesc{
 	newKey("default_scope", stringKind, "default", validName, func(c *Config) *string { return &c.DefaultScope }, trustedOnly[string]()),
 	newKey("default_lang", stringKind, "", validLang, func(c *Config) *string { return &c.DefaultLang }, anyValue[string]()),
-	newKey("image", stringKind, "", anyString, func(c *Config) *string { return &c.Image }, trustedOnly[string]()),
-	newKey("runtime_base", stringKind, "debian:bookworm-slim", nonEmpty, func(c *Config) *string { return &c.RuntimeBase }, trustedOnly[string]()),
-	newKey("timeout", durationKind, 60*time.Second, above(time.Duration(0), math.MaxInt64, formatDuration), func(c *Config) *time.Duration { return &c.Timeout }, lowerOnly[time.Duration]()),
+	newKey("image", stringKind, "", anyString, func(c *Config) *string { return &c.Image }, trustedOnly[string]()).
+		withFlag(FlagsSandbox, "image", "", "Image to run in (default: the built-in runtime image)"),
+	newKey("runtime_base", stringKind, "debian:bookworm-slim", nonEmpty, func(c *Config) *string { return &c.RuntimeBase }, trustedOnly[string]()).
+		withFlag(FlagsBuild, "base", "", "Base image of the runtime image (default: config runtime_base)"),
+	newKey("timeout", durationKind, 60*time.Second, above(time.Duration(0), math.MaxInt64, formatDuration), func(c *Config) *time.Duration { return &c.Timeout }, lowerOnly[time.Duration]()).
+		withFlag(FlagsRun, "timeout", "", "Kill the program after this long (default 60s; at most config max_timeout, 1h by default: a larger value is refused)"),
 	newKey("max_timeout", durationKind, time.Hour, above(time.Duration(0), 24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxTimeout }, lowerOnly[time.Duration]()),
-	newKey("memory", sizeKind, GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Memory }, lowerOnly[int64]()),
+	newKey("memory", sizeKind, GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Memory }, lowerOnly[int64]()).
+		withFlag(FlagsSandbox, "memory", "m", "Memory limit, swap included (default 1g)"),
 	newKey("max_memory", sizeKind, 16*GiB, between(6*MiB, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.MaxMemory }, lowerOnly[int64]()),
-	newKey("cpus", floatKind, 1.0, above(0.0, 64, formatFloat), func(c *Config) *float64 { return &c.CPUs }, lowerOnly[float64]()),
-	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }, lowerOnly[int64]()),
-	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }, lowerOnly[int64]()),
-	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }, lowerZeroUnlimited[time.Duration]()),
-	newKey("max_lifetime", durationKind, time.Duration(0), between(time.Duration(0), 365*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxLifetime }, lowerZeroUnlimited[time.Duration]()),
-	newKey("disk", sizeKind, 10*GiB, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Disk }, lowerZeroUnlimited[int64]()),
-	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }, noneOrTrusted()),
-	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }, trustedOnly[string]()),
+	newKey("cpus", floatKind, 1.0, above(0.0, 64, formatFloat), func(c *Config) *float64 { return &c.CPUs }, lowerOnly[float64]()).
+		withFlag(FlagsSandbox, "cpus", "", "Number of CPUs (default 1)"),
+	newKey("pids", int64Kind, 256, between(16, 32768, formatInt[int64]), func(c *Config) *int64 { return &c.Pids }, lowerOnly[int64]()).
+		withFlag(FlagsSandbox, "pids", "", "Process limit (default 256)"),
+	newKey("max_output", sizeKind, MiB, between(1, GiB, formatSize), func(c *Config) *int64 { return &c.MaxOutput }, lowerOnly[int64]()).
+		withFlag(FlagsRun, "max-output", "", "Cap on each of stdout and stderr (default 1MiB)"),
+	newKey("idle_ttl", durationKind, 10*time.Minute, between(time.Duration(0), 30*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.IdleTTL }, lowerZeroUnlimited[time.Duration]()).
+		withFlag(FlagsSandbox, "idle-ttl", "", "Remove the sandbox's container after this long idle (default 10m, 0 = never)"),
+	newKey("max_lifetime", durationKind, time.Duration(0), between(time.Duration(0), 365*24*time.Hour, formatDuration), func(c *Config) *time.Duration { return &c.MaxLifetime }, lowerZeroUnlimited[time.Duration]()).
+		withFlag(FlagsSandbox, "max-lifetime", "", "Remove the sandbox's container at this age, even while busy (default 0 = never; data stays)"),
+	newKey("disk", sizeKind, 10*GiB, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.Disk }, lowerZeroUnlimited[int64]()).
+		withFlag(FlagsSandbox, "disk", "", "Limit of what /opt/workspace and /opt/user may hold together (default 10GiB, 0 = none)"),
+	newKey("network", stringKind, "none", nonEmpty, func(c *Config) *string { return &c.Network }, noneOrTrusted()).
+		withFlag(FlagsSandbox, "network", "", "Network: none (default), proxy (only through the egress proxy, under the scope's allowlist), or a Docker network's name"),
+	newKey("runtime", stringKind, "", anyString, func(c *Config) *string { return &c.Runtime }, trustedOnly[string]()).
+		withFlag(FlagsSandbox, "runtime", "", "Container runtime, e.g. runsc (must be registered on the engine)"),
 	newKey("nofile", int64Kind, 1024, between(64, 1048576, formatInt[int64]), func(c *Config) *int64 { return &c.Nofile }, lowerOnly[int64]()),
 	newKey("tmp_size", sizeKind, 512*MiB, between(MiB, 16*GiB, formatSize), func(c *Config) *int64 { return &c.TmpSize }, lowerOnly[int64]()),
 	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }, lowerOnly[int]()),
-	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }, lowerOnly[int64]()),
-	newKey("copy_max_file_size", sizeKind, 0, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxFileSize }, lowerZeroUnlimited[int64]()),
-	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }, lowerOnly[int64]()),
+	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }, lowerOnly[int64]()).
+		withFlag(FlagsCopy, "max-size", "", "Stop the copy when its files add up to more than this (default: copy_max_size, 2GiB)"),
+	newKey("copy_max_file_size", sizeKind, 0, between(0, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxFileSize }, lowerZeroUnlimited[int64]()).
+		withFlag(FlagsCopy, "max-file-size", "", "Stop the copy at a file larger than this (default: copy_max_file_size, else --max-size)"),
+	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }, lowerOnly[int64]()).
+		withFlag(FlagsCopy, "max-entries", "", "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)").
+		withFlagType("int64"),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
@@ -112,6 +130,9 @@ type keyDesc struct {
 	// set it.
 	trust   string
 	narrows func(c, base *Config) *problem
+	// flag is the key's command-line flag; its name is "" for a key
+	// without one.
+	flag flagDesc
 }
 
 // kind is how values of one Go type are read and shown.
