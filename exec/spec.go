@@ -82,8 +82,8 @@ func (s Spec) Describe() string {
 	if s.MaxLifetime > 0 {
 		life = s.MaxLifetime.String()
 	}
-	return fmt.Sprintf("image %s, network %s, memory %s, cpus %g, pids %d, runtime %s, idle-ttl %s, disk %s, max-lifetime %s",
-		s.Image, s.Network, units.BytesSize(float64(s.Memory)), s.CPUs, s.Pids, rt, s.IdleTTL, disk, life)
+	return fmt.Sprintf("image %s, network %s, memory %s, cpus %g, pids %d, nofile %d, tmp-size %s, runtime %s, idle-ttl %s, disk %s, max-lifetime %s",
+		s.Image, s.Network, units.BytesSize(float64(s.Memory)), s.CPUs, s.Pids, s.Nofile, units.BytesSize(float64(s.TmpSize)), rt, s.IdleTTL, disk, life)
 }
 
 // ownLabelKeys are every sandbox label the plugin reads: each is set on

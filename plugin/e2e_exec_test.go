@@ -363,3 +363,41 @@ func TestExecIdleExpiry(t *testing.T) {
 		t.Fatalf("after expiry: %+v", j)
 	}
 }
+
+// --tmp-size and --nofile set the sandbox's /tmp tmpfs and its open-files
+// limit, as seen from inside; like the other container settings they are
+// fixed when the container is created: a later call asking for another
+// value is refused (sandbox_mismatch, naming the settings it asked for) and
+// leaves the sandbox as it was.
+func TestExecTmpSizeNofile(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	probe := "import os, resource\nst = os.statvfs('/tmp')\nprint(st.f_blocks * st.f_frsize, *resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+	want := fmt.Sprintf("%d 256 256\n", 8<<20)
+	wantStdout(t, sbIn(t, probe, "exec", "-s", s, "--tmp-size", "8m", "--nofile", "256", "--lang", "python"), want)
+	c := inspectSandbox(t, s, "")
+	if ul := c.HostConfig.Ulimits; len(ul) != 1 || ul[0].Name != "nofile" || ul[0].Soft != 256 || ul[0].Hard != 256 {
+		t.Errorf("ulimits %+v", ul)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		word string
+	}{
+		{[]string{"--tmp-size", "16m", "--nofile", "256"}, "tmp-size 16MiB"},
+		{[]string{"--tmp-size", "8m", "--nofile", "512"}, "nofile 512"},
+		{[]string{"--nofile", "256"}, "tmp-size 512MiB"}, // the default is another value
+	} {
+		args := append([]string{"exec", "-s", s, "--format", "json"}, tt.args...)
+		r := sb(t, append(args, "-c", "true")...)
+		wantCode(t, r, 125)
+		if e := decodeErr(t, r); e.Error.Code != "sandbox_mismatch" || !strings.Contains(e.Error.Message, tt.word) {
+			t.Errorf("%v: %+v", tt.args, e)
+		}
+	}
+	// The sandbox is the one made first, and joined with its settings.
+	wantStdout(t, sbIn(t, probe, "exec", "-s", s, "--tmp-size", "8m", "--nofile", "256", "--lang", "python"), want)
+	if c2 := inspectSandbox(t, s, ""); c2.ID != c.ID {
+		t.Errorf("container %.12s replaced by %.12s", c.ID, c2.ID)
+	}
+}

@@ -17,24 +17,24 @@ func TestFlags(t *testing.T) {
 	AddFlags(fs, FlagsRun, FlagsSandbox)
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	want := []string{"cpus", "disk", "idle-ttl", "image", "max-lifetime", "max-output", "memory", "network", "pids", "runtime", "timeout"}
+	want := []string{"cpus", "disk", "idle-ttl", "image", "max-lifetime", "max-output", "memory", "network", "nofile", "pids", "runtime", "timeout", "tmp-size"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Errorf("flags (-want +got):\n%s", d)
 	}
 	if fs.Lookup("max-size") != nil || fs.Lookup("base") != nil {
 		t.Error("flags of other groups declared")
 	}
-	if err := fs.Parse([]string{"-m", "256m", "--timeout", "5s"}); err != nil {
+	if err := fs.Parse([]string{"-m", "256m", "--timeout", "5s", "--tmp-size", "8m", "--nofile", "256"}); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
 	if err := c.SetFlags(fs); err != nil {
 		t.Fatal(err)
 	}
-	if c.Memory != 256*MiB || c.Timeout != 5*time.Second || c.Pids != 256 {
-		t.Errorf("got memory %d timeout %s pids %d", c.Memory, c.Timeout, c.Pids)
+	if c.Memory != 256*MiB || c.Timeout != 5*time.Second || c.TmpSize != 8*MiB || c.Nofile != 256 || c.Pids != 256 {
+		t.Errorf("got memory %d timeout %s tmp_size %d nofile %d pids %d", c.Memory, c.Timeout, c.TmpSize, c.Nofile, c.Pids)
 	}
-	for key, src := range map[string]string{"memory": "flag --memory", "pids": "default"} {
+	for key, src := range map[string]string{"memory": "flag --memory", "tmp_size": "flag --tmp-size", "pids": "default"} {
 		if got := c.Source(key).String(); got != src {
 			t.Errorf("Source(%s) = %q, want %q", key, got, src)
 		}
@@ -44,6 +44,10 @@ func TestFlags(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
+		{[]string{"--tmp-size", "lots"}, `invalid value "lots" for --tmp-size: not a size`},
+		{[]string{"--tmp-size", "512k"}, `invalid value "512k" for --tmp-size: must be at least 1MiB`},
+		{[]string{"--nofile", "10"}, `invalid value "10" for --nofile: must be at least 64`},
+		{[]string{"--nofile", "x"}, `invalid value "x" for --nofile: not an integer`},
 		{[]string{"--timeout", "2h"}, `invalid value "2h" for --timeout: must be at most max_timeout`},
 	} {
 		fs := pflag.NewFlagSet("exec", pflag.ContinueOnError)
