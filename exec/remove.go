@@ -29,6 +29,26 @@ func (m *Manager) StopCreated(ctx context.Context, t core.Target, id string) (bo
 	return false, core.EngineError(err, "cannot remove the container of "+t.String())
 }
 
+// RemoveCreated removes what the run that returned res created: its
+// container (StopCreated: by ID, never another that has taken the name
+// since) and the volumes it created, with their data. A sandbox the run
+// joined stays, and so do volumes that existed before it. exec --rm uses
+// it, and exec after a run whose image could not run the language. It
+// reports whether it removed a container; it tries every volume, and its
+// error is the first failure.
+func (m *Manager) RemoveCreated(ctx context.Context, t core.Target, res Result) (removed bool, err error) {
+	if res.Created {
+		_, err = m.StopCreated(ctx, t, res.CreatedID)
+		removed = err == nil
+	}
+	for _, v := range res.FreshVolumes {
+		if verr := m.Engine.VolumeRemove(ctx, v, true); verr != nil && err == nil {
+			err = core.EngineError(verr, "--rm: cannot remove volume "+v)
+		}
+	}
+	return removed, err
+}
+
 // Remove removes the target's containers and data, whatever runs in them
 // (RemoveSandbox with Force).
 func (m *Manager) Remove(ctx context.Context, t core.Target) (bool, error) {

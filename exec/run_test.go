@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -41,7 +42,9 @@ type fakeEngine struct {
 	volumes    map[string]bool
 	calls      []string
 	createErr  error // returned once by ContainerCreate of the sandbox
-	runtimes   map[string]system.RuntimeWithStatus
+	// volumeRemoveErr is returned by every VolumeRemove.
+	volumeRemoveErr error
+	runtimes        map[string]system.RuntimeWithStatus
 	// startErrs: reasons the engine gives, one per exec start, instead of
 	// starting it (written raw into the attached stream, as dockerd does).
 	startErrs []string
@@ -220,6 +223,7 @@ func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, _ container
 	if id == "seeder" {
 		return nil
 	}
+	id = strings.TrimSuffix(id, "-0123456789abcdef")
 	if _, ok := f.containers[id]; !ok {
 		return errNotFound
 	}
@@ -259,9 +263,12 @@ func (f *fakeEngine) VolumeList(ctx context.Context, o volume.ListOptions) (volu
 }
 
 func (f *fakeEngine) VolumeRemove(ctx context.Context, v string, force bool) error {
-	f.call("VolumeRemove " + v)
+	f.call(fmt.Sprintf("VolumeRemove %s force=%v", v, force))
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.volumeRemoveErr != nil {
+		return f.volumeRemoveErr
+	}
 	delete(f.volumes, v)
 	return nil
 }
@@ -582,5 +589,61 @@ func TestExecOnlyRuntime(t *testing.T) {
 	info.DefaultRuntime = "runsc"
 	if ExecOnlyRuntime(info, "") {
 		t.Error("the default runtime runsc: execute-only")
+	}
+}
+
+// RemoveCreated (exec --rm) removes the container and the volumes the run
+// created, and nothing of a sandbox the run joined.
+func TestRemoveCreated(t *testing.T) {
+	f := newFake()
+	f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
+		return "", "", wire.RunStatus{}
+	}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
+	req := Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10}
+	spec := testSpec()
+
+	// A sandbox that existed before the run (made by a first run) stays.
+	first, err := m.Run(context.Background(), spec, req)
+	if err != nil || !first.Created {
+		t.Fatal(err, first)
+	}
+	joined, err := m.Run(context.Background(), spec, req)
+	if err != nil || joined.Created {
+		t.Fatal(err, joined)
+	}
+	f.calls = nil
+	if removed, err := m.RemoveCreated(context.Background(), spec.Target, joined); removed || err != nil || len(f.calls) != 0 {
+		t.Fatalf("joined sandbox: removed %v, err %v, calls %q", removed, err, f.calls)
+	}
+	if f.containers[spec.ContainerName()] == nil {
+		t.Fatal("the joined sandbox's container was removed")
+	}
+
+	// The run that created it removes its container and its volumes.
+	removed, err := m.RemoveCreated(context.Background(), spec.Target, first)
+	if !removed || err != nil {
+		t.Fatalf("removed %v, err %v", removed, err)
+	}
+	want := []string{"Remove", "VolumeRemove docker-sandbox-u1.user force=true", "VolumeRemove docker-sandbox-u1.s.ws force=true"}
+	if d := cmp.Diff(want, f.calls); d != "" {
+		t.Errorf("calls (-want +got):\n%s", d)
+	}
+	if f.containers[spec.ContainerName()] != nil || f.volumes["docker-sandbox-u1.user"] || f.volumes["docker-sandbox-u1.s.ws"] {
+		t.Errorf("left: containers %v volumes %v", f.containers, f.volumes)
+	}
+	if !f.volumes["helper-vol-amd64"] {
+		t.Error("the shared helper volume should stay")
+	}
+
+	// A volume that cannot be removed is an error naming it; every volume is tried.
+	f.calls = nil
+	f.volumeRemoveErr = errors.New("volume is in use")
+	removed, err = m.RemoveCreated(context.Background(), spec.Target, Result{FreshVolumes: []string{"a", "b"}})
+	if removed || err == nil || !strings.Contains(err.Error(), "cannot remove volume a") {
+		t.Errorf("removed %v, err %v", removed, err)
+	}
+	if d := cmp.Diff([]string{"VolumeRemove a force=true", "VolumeRemove b force=true"}, f.calls); d != "" {
+		t.Errorf("calls (-want +got):\n%s", d)
 	}
 }

@@ -222,19 +222,12 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	setupFailed := res.Status.ErrorCode == wire.ErrInterpreterNotFound || res.Status.ErrorCode == wire.ErrInterpreterNoExec
 	removed := false
 	if o.rm || (setupFailed && res.Created) {
-		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-		var rmErr error
-		if res.Created {
-			_, rmErr = m.StopCreated(bg, target, res.CreatedID)
-			removed = rmErr == nil
-		} else if runErr == nil && o.rm {
+		if !res.Created && runErr == nil && o.rm {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
 		}
-		for _, v := range res.FreshVolumes {
-			if err := dockerCli.Client().VolumeRemove(bg, v, true); err != nil && rmErr == nil {
-				rmErr = core.EngineError(err, "--rm: cannot remove volume "+v)
-			}
-		}
+		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		var rmErr error
+		removed, rmErr = m.RemoveCreated(bg, target, res)
 		done()
 		if runErr == nil && rmErr != nil {
 			runErr = rmErr
