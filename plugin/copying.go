@@ -37,13 +37,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 	b := builder(dockerCli, c)
 	return &files.Copier{
 		Runner: checkedRunner{Runner: m, engine: dockerCli.Client(), src: c.Source("network")},
-		Spec: func(t core.Target) sbexec.Spec {
-			img := c.Image
-			if img == "" {
-				img = b.RuntimeRef()
-			}
-			return sandboxSpec(c, t, img)
-		},
+		Spec:   func(t core.Target) sbexec.Spec { return sandboxSpec(c, b, t) },
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}
 }

@@ -184,11 +184,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}
 
 	b := builder(dockerCli, c)
-	imageRef := c.Image
-	if imageRef == "" {
-		imageRef = b.RuntimeRef()
-	}
-	spec := sandboxSpec(c, target, imageRef)
+	spec := sandboxSpec(c, b, target)
 	jsonMode := o.format != ""
 	var outBuf, errBuf bytes.Buffer
 	req := sbexec.Request{

@@ -86,12 +86,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	if !dockerCli.In().IsTerminal() {
 		return core.Errorf(core.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}
-	b := builder(dockerCli, c)
-	imageRef := c.Image
-	if imageRef == "" {
-		imageRef = b.RuntimeRef()
-	}
-	spec := sandboxSpec(c, target, imageRef)
+	spec := sandboxSpec(c, builder(dockerCli, c), target)
 	m := manager(dockerCli, c)
 	m.MaxSandboxes = c.MaxSandboxes
 	if c.Network != "none" {

@@ -8,13 +8,29 @@ import (
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
-// sandboxSpec is the one place the configuration becomes a sandbox's
-// container settings: exec, cp/files and shell all create or join
-// sandboxes with it, so that they ask for the same settings (a sandbox made
-// by one is joined, not refused as a mismatch, by the others).
-func sandboxSpec(c *config.Config, t core.Target, imageRef string) sbexec.Spec {
+// runtimeRefer names the built-in runtime image (images.Builder).
+type runtimeRefer interface{ RuntimeRef() string }
+
+// sandboxSpec is the one place a sandbox's container settings are made:
+// exec, cp/files and shell all create or join sandboxes with it, so that
+// they ask for the same settings (a sandbox made by one is joined, not
+// refused as a mismatch, by the others). The configuration's keys of the
+// config.FlagsSandbox group are the settings (TestSandboxSpecCoversSettings
+// fails for one that is not mapped here); the image is the configured one,
+// else the built-in runtime image.
+//
+// It lives here, not as a method of config.Config or in exec, because it
+// joins three sources: the configuration (plugin/config, which stays free
+// of exec and its engine types), the images (the helper's ID and the
+// runtime image) and the plugin's version; exec takes the finished Spec and
+// knows nothing of configuration.
+func sandboxSpec(c *config.Config, b runtimeRefer, t core.Target) sbexec.Spec {
+	img := c.Image
+	if img == "" {
+		img = b.RuntimeRef()
+	}
 	return sbexec.Spec{
-		Target: t, Image: imageRef, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
+		Target: t, Image: img, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
 		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
 		MaxLifetime: c.MaxLifetime, Disk: c.Disk,
 		HelperID: images.HelperID(), Version: Version,
