@@ -94,6 +94,9 @@ type execJSON struct {
 	Error *errorBody `json:"error,omitempty"`
 }
 
+// runExec runs the code of one exec call, in steps: the configuration and
+// flags, the target, the environment, the code, the Spec, the network, the
+// run, the --rm cleanup and the result.
 func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o *execOptions) error {
 	core.Debugf("runExec start")
 	c, err := loadConfig()
@@ -108,77 +111,23 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if err != nil {
 		return err
 	}
-	scope := c.DefaultScope
-	if cmd.Flags().Changed("scope") {
-		scope = o.scope
-	}
-	target := core.Target{Scope: scope, Session: o.session}
-	if err := target.Validate(); err != nil {
+	target, err := execTarget(c, o, cmd.Flags().Changed("scope"))
+	if err != nil {
 		return err
 	}
 	workdir, err := sbexec.ResolveWorkdir(o.workdir)
 	if err != nil {
 		return err
 	}
-	// -e KEY takes the host's value (and is dropped when the host has none),
-	// as with docker run.
-	var flagEnv []string
-	for _, kv := range o.env {
-		if !strings.Contains(kv, "=") {
-			v, ok := os.LookupEnv(kv)
-			if !ok {
-				continue
-			}
-			kv += "=" + v
-		}
-		flagEnv = append(flagEnv, kv)
-	}
-	env, err := opts.ReadKVEnvStrings(o.envFiles, flagEnv)
+	env, err := execEnv(o.env, o.envFiles, os.LookupEnv)
 	if err != nil {
-		return core.Wrap(core.CodeBadFlag, err, "invalid --env or --env-file")
+		return err
 	}
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k == "" || strings.ContainsAny(k, " \x00") {
-			return core.Errorf(core.CodeBadFlag, "invalid environment variable %q: the name must be non-empty and have no spaces", kv)
-		}
+	src, err := execCode(dockerCli.In(), cmd.ArgsLenAtDash(), args, o)
+	if err != nil {
+		return err
 	}
-
-	// Where the code comes from, and what the program's stdin is.
-	var (
-		code  []byte
-		stdin io.Reader
-	)
-	src, fileName, progArgs := splitExecArgs(cmd.ArgsLenAtDash(), args, o.codeSet)
-	switch src {
-	case codeFromFlag:
-		code = []byte(o.code)
-		stdin = dockerCli.In()
-	case codeFromStdin:
-		code, err = io.ReadAll(io.LimitReader(dockerCli.In(), wire.MaxCode+1))
-		if err != nil {
-			return core.Wrap(core.CodeBadFlag, err, "cannot read the code from standard input")
-		}
-		if len(code) > wire.MaxCode {
-			return core.Errorf(core.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
-		}
-	default:
-		fi, err := os.Stat(fileName)
-		if err != nil {
-			return core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
-		}
-		if fi.IsDir() {
-			return core.Errorf(core.CodeFileNotFound, "FILE %s is a directory: give a file of code", fileName)
-		}
-		if fi.Size() > wire.MaxCode {
-			return core.Errorf(core.CodeBadFlag, "FILE %s is over the %d MiB limit for code", fileName, wire.MaxCode>>20)
-		}
-		code, err = os.ReadFile(fileName)
-		if err != nil {
-			return core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, err)
-		}
-		stdin = dockerCli.In()
-	}
-	lang, err := sbexec.DetectLanguage(o.lang, fileName, code, c.DefaultLang)
+	lang, err := sbexec.DetectLanguage(o.lang, src.fileName, src.code, c.DefaultLang)
 	if err != nil {
 		return err
 	}
@@ -188,8 +137,8 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	jsonMode := o.format != ""
 	var outBuf, errBuf bytes.Buffer
 	req := sbexec.Request{
-		Lang: lang, Code: code, Args: progArgs, Env: env, Workdir: workdir,
-		Timeout: c.Timeout, MaxOutput: c.MaxOutput, Stdin: stdin,
+		Lang: lang, Code: src.code, Args: src.args, Env: env, Workdir: workdir,
+		Timeout: c.Timeout, MaxOutput: c.MaxOutput, Stdin: src.stdin,
 		Stdout: dockerCli.Out(), Stderr: dockerCli.Err(),
 	}
 	if jsonMode {
@@ -210,25 +159,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if runErr != nil {
 		egPlan.failed(ctx, spec, res.Created)
 	}
-	// What this call created goes again with --rm (one-shot), and when the
-	// image could not run the language at all (interpreter missing or not
-	// executable: a setup failure, and a container kept with that image
-	// would refuse the next call as a mismatch). A sandbox that existed
-	// before (with its data, maybe running other execs) stays.
-	setupFailed := res.Status.ErrorCode == wire.ErrInterpreterNotFound || res.Status.ErrorCode == wire.ErrInterpreterNoExec
-	removed := false
-	if o.rm || (setupFailed && res.Created) {
-		if !res.Created && runErr == nil && o.rm {
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
-		}
-		bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-		var rmErr error
-		removed, rmErr = m.RemoveCreated(bg, target, res)
-		done()
-		if runErr == nil && rmErr != nil {
-			runErr = rmErr
-		}
-	}
+	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
 		return &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
@@ -236,63 +167,213 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if runErr != nil {
 		return runErr
 	}
-	st := res.Status
-	var stoppedBy *errorBody // the sandbox stopped (or refused) the program
+	r := execOutcome{c: c, spec: spec, lang: lang, res: res, removed: removed, stdout: outBuf.String(), stderr: errBuf.String()}
+	if !jsonMode {
+		return r.reportPlain(dockerCli.Err())
+	}
+	return r.reportJSON(ctx, dockerCli.Out(), o.format, m)
+}
+
+// execTarget is the sandbox of the call: --scope (else the configured
+// default scope) and --session.
+func execTarget(c *config.Config, o *execOptions, scopeSet bool) (core.Target, error) {
+	scope := c.DefaultScope
+	if scopeSet {
+		scope = o.scope
+	}
+	target := core.Target{Scope: scope, Session: o.session}
+	return target, target.Validate()
+}
+
+// execEnv is the program's environment from -e and --env-file: -e KEY
+// takes the host's value (lookup) and is dropped when the host has none, as
+// with docker run; -e wins over the files.
+func execEnv(flags, files []string, lookup func(string) (string, bool)) ([]string, error) {
+	var flagEnv []string
+	for _, kv := range flags {
+		if !strings.Contains(kv, "=") {
+			v, ok := lookup(kv)
+			if !ok {
+				continue
+			}
+			kv += "=" + v
+		}
+		flagEnv = append(flagEnv, kv)
+	}
+	env, err := opts.ReadKVEnvStrings(files, flagEnv)
+	if err != nil {
+		return nil, core.Wrap(core.CodeBadFlag, err, "invalid --env or --env-file")
+	}
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == "" || strings.ContainsAny(k, " \x00") {
+			return nil, core.Errorf(core.CodeBadFlag, "invalid environment variable %q: the name must be non-empty and have no spaces", kv)
+		}
+	}
+	return env, nil
+}
+
+// execSource is the code of a call, where it came from, and the program's
+// arguments and stdin.
+type execSource struct {
+	code     []byte
+	fileName string // FILE, "" for -c and standard input
+	args     []string
+	stdin    io.Reader // nil when the code came on standard input
+}
+
+// execCode reads the code: -c CODE, FILE, or standard input (in).
+func execCode(in io.Reader, dash int, args []string, o *execOptions) (execSource, error) {
+	src, fileName, progArgs := splitExecArgs(dash, args, o.codeSet)
+	s := execSource{fileName: fileName, args: progArgs}
+	switch src {
+	case codeFromFlag:
+		s.code, s.stdin = []byte(o.code), in
+	case codeFromStdin:
+		code, err := io.ReadAll(io.LimitReader(in, wire.MaxCode+1))
+		if err != nil {
+			return s, core.Wrap(core.CodeBadFlag, err, "cannot read the code from standard input")
+		}
+		if len(code) > wire.MaxCode {
+			return s, core.Errorf(core.CodeBadFlag, "the code on standard input is over the %d MiB limit", wire.MaxCode>>20)
+		}
+		s.code = code
+	default:
+		fi, err := os.Stat(fileName)
+		if err != nil {
+			return s, core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, strings.TrimPrefix(err.Error(), "stat "+fileName+": "))
+		}
+		if fi.IsDir() {
+			return s, core.Errorf(core.CodeFileNotFound, "FILE %s is a directory: give a file of code", fileName)
+		}
+		if fi.Size() > wire.MaxCode {
+			return s, core.Errorf(core.CodeBadFlag, "FILE %s is over the %d MiB limit for code", fileName, wire.MaxCode>>20)
+		}
+		code, err := os.ReadFile(fileName)
+		if err != nil {
+			return s, core.Errorf(core.CodeFileNotFound, "cannot read FILE %s: %v", fileName, err)
+		}
+		s.code, s.stdin = code, in
+	}
+	return s, nil
+}
+
+// execCleanup removes what the run created (RemoveCreated) with --rm, and
+// when the image could not run the language at all (interpreter missing or
+// not executable: a setup failure, and a container kept with that image
+// would refuse the next call as a mismatch). A sandbox that existed before
+// (with its data, maybe running other execs) stays; with --rm a line on
+// errOut says so. It reports whether the container was removed, and the
+// run's error, else the cleanup's.
+func execCleanup(ctx context.Context, m *sbexec.Manager, errOut io.Writer, target core.Target, res sbexec.Result, runErr error, rm bool) (bool, error) {
+	setupFailed := res.Status.ErrorCode == wire.ErrInterpreterNotFound || res.Status.ErrorCode == wire.ErrInterpreterNoExec
+	if !rm && !(setupFailed && res.Created) {
+		return false, runErr
+	}
+	if !res.Created && runErr == nil && rm {
+		fmt.Fprintf(errOut, "docker sandbox: --rm: sandbox %s existed before this call and stays; remove it with `docker sandbox rm %s`\n", target, target)
+	}
+	bg, done := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer done()
+	removed, rmErr := m.RemoveCreated(bg, target, res)
+	if runErr == nil {
+		runErr = rmErr
+	}
+	return removed, runErr
+}
+
+// execOutcome is a finished run, to report.
+type execOutcome struct {
+	c              *config.Config
+	spec           sbexec.Spec
+	lang           sbexec.Language
+	res            sbexec.Result
+	removed        bool   // --rm removed the container
+	stdout, stderr string // the output, in JSON mode
+}
+
+// stopped maps the run's status to the error the call ends with (err), or
+// to the error object of a program the sandbox stopped after it ran
+// (disk_limit, lifetime_reached: its output up to then is reported).
+func (r *execOutcome) stopped() (stoppedBy *errorBody, err error) {
+	st := r.res.Status
 	switch st.ErrorCode {
 	case "":
+		return nil, nil
 	case wire.ErrDiskLimit, wire.ErrLifetime:
 		code := core.CodeDiskLimit
 		if st.ErrorCode == wire.ErrLifetime {
 			code = core.CodeLifetimeReached
 		}
-		stoppedBy = &errorBody{Code: code, Message: st.Error}
+		return &errorBody{Code: code, Message: st.Error}, nil
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
 		code := core.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {
 			code = core.CodeInterpreterNoExec
 		}
-		return &core.Error{Code: code, Message: fmt.Sprintf("%s (image %s)", st.Error, spec.Image), Exit: st.ExitCode}
+		return nil, &core.Error{Code: code, Message: fmt.Sprintf("%s (image %s)", st.Error, r.spec.Image), Exit: st.ExitCode}
 	default:
-		return core.Errorf(st.ErrorCode, "%s", st.Error)
+		return nil, core.Errorf(st.ErrorCode, "%s", st.Error)
 	}
-	if !jsonMode {
-		switch {
-		case stoppedBy != nil:
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", stoppedBy.Message)
-		case st.TimedOut:
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed at --timeout %s\n", c.Timeout)
-		case st.OOMKilled:
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(c.Memory)))
-		}
-		if st.StdoutTruncated || st.StderrTruncated {
-			fmt.Fprintf(dockerCli.Err(), "docker sandbox: output truncated at --max-output %s per stream\n", units.BytesSize(float64(c.MaxOutput)))
-		}
-	} else {
-		j := execJSON{
-			Scope: target.Scope, Session: target.Session, Container: res.Container, Image: spec.Image, Lang: lang.Name,
-			ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
-			Stdout: outBuf.String(), Stderr: errBuf.String(),
-			StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
-			DurationMS: res.Duration.Milliseconds(), Created: res.Created, Error: stoppedBy,
-		}
-		if st.Signal != 0 {
-			s := signalName(st.Signal)
-			j.Signal = &s
-		}
-		switch {
-		case removed:
-			j.Container = "" // --rm removed it: there is no container
-		case j.Container == "":
-			j.Container = m.ContainerID(ctx, target.ContainerName())
-		}
-		if err := writeFormatted(dockerCli.Out(), o.format, j, nil); err != nil {
-			return err
-		}
-	}
-	if st.ExitCode != 0 {
-		return cli.StatusError{StatusCode: st.ExitCode}
+}
+
+// exit is the call's end: the program's exit status.
+func (r *execOutcome) exit() error {
+	if r.res.Status.ExitCode != 0 {
+		return cli.StatusError{StatusCode: r.res.Status.ExitCode}
 	}
 	return nil
+}
+
+// reportPlain reports the run when the output streamed: why the sandbox stopped
+// the program, if it did, on errOut.
+func (r *execOutcome) reportPlain(errOut io.Writer) error {
+	stoppedBy, err := r.stopped()
+	if err != nil {
+		return err
+	}
+	st := r.res.Status
+	switch {
+	case stoppedBy != nil:
+		fmt.Fprintf(errOut, "docker sandbox: %s\n", stoppedBy.Message)
+	case st.TimedOut:
+		fmt.Fprintf(errOut, "docker sandbox: killed at --timeout %s\n", r.c.Timeout)
+	case st.OOMKilled:
+		fmt.Fprintf(errOut, "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(r.c.Memory)))
+	}
+	if st.StdoutTruncated || st.StderrTruncated {
+		fmt.Fprintf(errOut, "docker sandbox: output truncated at --max-output %s per stream\n", units.BytesSize(float64(r.c.MaxOutput)))
+	}
+	return r.exit()
+}
+
+// reportJSON reports the run as one execJSON object (--format).
+func (r *execOutcome) reportJSON(ctx context.Context, out io.Writer, format string, m *sbexec.Manager) error {
+	stoppedBy, err := r.stopped()
+	if err != nil {
+		return err
+	}
+	st, res := r.res.Status, r.res
+	j := execJSON{
+		Scope: r.spec.Scope, Session: r.spec.Session, Container: res.Container, Image: r.spec.Image, Lang: r.lang.Name,
+		ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
+		Stdout: r.stdout, Stderr: r.stderr,
+		StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
+		DurationMS: res.Duration.Milliseconds(), Created: res.Created, Error: stoppedBy,
+	}
+	if st.Signal != 0 {
+		s := signalName(st.Signal)
+		j.Signal = &s
+	}
+	switch {
+	case r.removed:
+		j.Container = "" // --rm removed it: there is no container
+	case j.Container == "":
+		j.Container = m.ContainerID(ctx, r.spec.ContainerName())
+	}
+	if err := writeFormatted(out, format, j, nil); err != nil {
+		return err
+	}
+	return r.exit()
 }
 
 // Where exec's code comes from.
