@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Details is one element of `docker sandbox inspect`.
@@ -212,7 +213,7 @@ func (m *Manager) helperStatus(ctx context.Context, id string) (*HelperStatus, e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: []string{core.HelperPath, "status"},
+		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: append([]string{core.HelperPath}, wire.StatusArgs{}.Argv()...),
 	})
 	if err != nil {
 		return nil, err

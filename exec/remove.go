@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // StopCreated removes the container a call created (by its ID: never
@@ -255,10 +256,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 // drain runs `sandbox-helper drain` in the container and returns its exit
 // code (-1: the container is not there to exec into) and the exec's ID.
 func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int, string, error) {
-	cmd := []string{core.HelperPath, "drain", "--holder", holder}
-	if undo {
-		cmd = append(cmd, "--undo")
-	}
+	cmd := append([]string{core.HelperPath}, wire.DrainArgs{Holder: holder, Undo: undo}.Argv()...)
 	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
 	if err != nil {
 		if IsGoneError(err) || isConflict(err) {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,9 +200,9 @@ type RawRequest struct {
 func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int, Result, error) {
 	exitCode := -1
 	cmd := append([]string{core.HelperPath}, rr.Args...)
-	if len(rr.Args) > 0 && rr.Args[0] == "fs" {
+	if len(rr.Args) > 0 && rr.Args[0] == wire.VerbFS {
 		// The file server first checks that the container is this sandbox.
-		cmd = append([]string{core.HelperPath, "fs", "--target", spec.Target.String()}, rr.Args[1:]...)
+		cmd = append([]string{core.HelperPath}, wire.FSArgs{Target: spec.Target.String(), Args: rr.Args[1:]}.Argv()...)
 	}
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
@@ -237,7 +236,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 			stderr = io.Discard
 		}
 		var pre *preambleWriter
-		if rr.Args[0] == "fs" {
+		if rr.Args[0] == wire.VerbFS {
 			pre = &preambleWriter{want: []byte(wire.FSPreamble), dst: stdout}
 			stdout = pre
 		}
@@ -279,20 +278,14 @@ func shortID(id string) string {
 
 // HelperCommand is the exec command line of `sandbox-helper run`.
 func HelperCommand(spec Spec, req Request, token string) []string {
-	cmd := []string{core.HelperPath, "run",
-		"--token", token,
-		"--timeout", req.Timeout.String(),
-		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
-		"--workdir", req.Workdir,
-		"--spec", spec.Hash(),
-		"--target", spec.Target.String(),
-	}
+	a := wire.RunArgs{Token: token, Timeout: req.Timeout, MaxOutput: req.MaxOutput, Workdir: req.Workdir,
+		Spec: spec.Hash(), Target: spec.Target.String(), NoCode: req.NoCode}
 	if req.NoCode {
-		cmd = append(cmd, "--no-code", "--interp", req.Args[0], "--")
-		return append(cmd, req.Args[1:]...)
+		a.Interps, a.Args = req.Args[:1], req.Args[1:]
+	} else {
+		a.Interps, a.CodeExt, a.Args = req.Lang.Interps, req.Lang.Ext, req.Args
 	}
-	cmd = append(cmd, "--interp", strings.Join(req.Lang.Interps, ","), "--code-ext", req.Lang.Ext, "--")
-	return append(cmd, req.Args...)
+	return append([]string{core.HelperPath}, a.Argv()...)
 }
 
 func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request, token string) (string, error) {
@@ -454,7 +447,7 @@ func (m *Manager) lostRun(ctrName string, err error, msg string) *core.Error {
 func (m *Manager) initAnswers(ctx context.Context, ctrName string) bool {
 	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
 		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Env: core.HelperEnv,
-		Cmd: []string{core.HelperPath, "status"},
+		Cmd: append([]string{core.HelperPath}, wire.StatusArgs{}.Argv()...),
 	})
 	if err != nil {
 		return false
@@ -812,7 +805,7 @@ func newToken() string {
 func (m *Manager) signalRun(ctx context.Context, ctrName, token string) {
 	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
 		User: core.SandboxUser, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{core.HelperPath, "signal", "--token", token},
+		Cmd: append([]string{core.HelperPath}, wire.SignalArgs{Token: token}.Argv()...),
 	})
 	if err != nil {
 		return

@@ -14,15 +14,19 @@ import (
 // container is that sandbox (PID 1 is the helper's init for it), and
 // otherwise serves nothing; then it writes wire.FSPreamble on stdout.
 func runFS(args []string) int {
-	if len(args) >= 2 && (args[0] == "--target" || args[0] == "-target") {
-		if st := checkPID1(args[1], ""); st != nil {
+	a, err := wire.ParseFSArgs(args)
+	if err != nil {
+		_ = writeLine(os.Stderr, map[string]string{"code": wire.ErrBadRequest, "message": err.Error()})
+		return fsserver.ExitUsage
+	}
+	if a.Target != "" {
+		if st := checkPID1(a.Target, ""); st != nil {
 			_ = writeLine(os.Stderr, map[string]string{"code": wire.ErrNotSandbox, "message": st.Error})
 			return fsserver.ExitFailed
 		}
-		args = args[2:]
 		if _, err := os.Stdout.WriteString(wire.FSPreamble); err != nil {
 			return fsserver.ExitFailed
 		}
 	}
-	return fsserver.Default().Run(args)
+	return fsserver.Default().Run(a.Args)
 }

@@ -6,7 +6,8 @@
 // sandbox container. It relies on nothing in the image besides the interpreter
 // it is asked to run.
 //
-// Subcommands:
+// Subcommands (their command lines are exec/wire's InitArgs, RunArgs,
+// SignalArgs, DrainArgs, StatusArgs and FSArgs, which the plugin builds):
 //
 //	sandbox-helper init --idle-ttl DURATION [--spec HASH]
 //
@@ -78,10 +79,13 @@ func realMain(args []string) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  sandbox-helper init --idle-ttl DURATION [--spec HASH]
-  sandbox-helper drain [--undo]
-  sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] -- [ARGS...]
+  sandbox-helper init --idle-ttl DURATION [--max-lifetime DURATION] [--disk BYTES] [--target SCOPE[/SESSION]] [--spec HASH]
+  sandbox-helper drain [--holder ID] [--undo]
+  sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] [--target SCOPE[/SESSION]] [--token TOKEN] -- [ARGS...]
   sandbox-helper signal --token TOKEN
+  sandbox-helper status [--newest DIR...]
+  sandbox-helper fs [--target SCOPE[/SESSION]] COMMAND [ARGS...]
+  sandbox-helper proxy [FLAGS] | proxy policy|networks|logs|state|wait ...
   sandbox-helper version
 `)
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // runStatus implements `sandbox-helper status`, which tells the plugin what
@@ -36,25 +38,17 @@ import (
 // when the data of sandboxes whose container is gone was last written, and
 // `ls --size`.
 func runStatus(args []string) int {
-	fs := flag.NewFlagSet("sandbox-helper status", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	newest := fs.Bool("newest", false, "report the newest modification time under each DIR")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	a, err := wire.ParseStatusArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "usage: sandbox-helper status [--newest DIR...]")
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-helper status: %v\n", err)
 		return 2
 	}
-	if *newest {
-		if fs.NArg() == 0 {
-			fmt.Fprintln(os.Stderr, "sandbox-helper status --newest: give at least one DIR")
-			return 2
-		}
-		return writeJSON(os.Stdout, newestUnder(fs.Args(), statusMaxEntries, time.Now()))
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "sandbox-helper status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if a.Newest {
+		return writeJSON(os.Stdout, newestUnder(a.Dirs, statusMaxEntries, time.Now()))
 	}
 	rep, err := readStatus(procRoot, statusTmpDir, os.Getpid())
 	if err != nil {
