@@ -173,7 +173,7 @@ const (
 )
 
 // drainBusy is `sandbox-helper drain`'s exit code when a run is registered
-// with the sandbox's PID 1 (cmd/sandbox-helper/drain.go).
+// with the sandbox's PID 1 (exec/inside/drain.go).
 const drainBusy = 3
 
 // claim makes sure that nothing runs in the container and that nothing can

@@ -80,7 +80,7 @@ type Result struct {
 
 // runBackstop is how long past its timeout the plugin waits for a run's
 // status before it gives up on the stream: the helper's PID 1 kills a
-// wrapper that lives 7 s past its timeout (cmd/sandbox-helper runGrace).
+// wrapper that lives 7 s past its timeout (exec/inside runGrace).
 const runBackstop = 10 * time.Second
 
 // maxCreateWait bounds how long a call waits for a container that another

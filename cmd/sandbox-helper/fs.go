@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 
+	"github.com/docker-sandbox/docker-sandbox/exec/inside"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/files/fsserver"
 )
@@ -16,12 +18,12 @@ import (
 func runFS(args []string) int {
 	a, err := wire.ParseFSArgs(args)
 	if err != nil {
-		_ = writeLine(os.Stderr, map[string]string{"code": wire.ErrBadRequest, "message": err.Error()})
+		_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"code": wire.ErrBadRequest, "message": err.Error()})
 		return fsserver.ExitUsage
 	}
 	if a.Target != "" {
-		if st := checkPID1(a.Target, ""); st != nil {
-			_ = writeLine(os.Stderr, map[string]string{"code": wire.ErrNotSandbox, "message": st.Error})
+		if err := inside.CheckTarget(a.Target); err != nil {
+			_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"code": wire.ErrNotSandbox, "message": err.Error()})
 			return fsserver.ExitFailed
 		}
 		if _, err := os.Stdout.WriteString(wire.FSPreamble); err != nil {

@@ -1,7 +1,9 @@
 // Command sandbox-helper is the in-container helper of `docker sandbox`.
 //
 // It is a static program that depends on the standard library only (plus the
-// project's stdlib-only exec/wire package), so that it runs unchanged in any
+// project's stdlib-only packages: exec/inside, the in-container half of
+// exec, which init, run, signal, drain and status dispatch to; exec/wire;
+// files/fsserver for fs; egress/proxy for proxy), so that it runs unchanged in any
 // image: the plugin mounts it read-only at /opt/sandbox/sandbox-helper in every
 // sandbox container. It relies on nothing in the image besides the interpreter
 // it is asked to run.
@@ -35,6 +37,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/inside"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -52,17 +56,17 @@ func realMain(args []string) int {
 	}
 	switch args[0] {
 	case "init":
-		return runInit(args[1:])
+		return inside.Init(args[1:])
 	case "run":
-		return runRun(args[1:])
+		return inside.Run(args[1:])
 	case "signal":
-		return runSignal(args[1:])
+		return inside.Signal(args[1:])
 	case "fs":
 		return runFS(args[1:])
 	case "status":
-		return runStatus(args[1:])
+		return inside.Status(args[1:])
 	case "drain":
-		return runDrain(args[1:], os.Stdout, os.Stderr)
+		return inside.Drain(args[1:], os.Stdout, os.Stderr)
 	case "proxy":
 		return runProxy(args[1:])
 	case "version", "--version", "-version":
@@ -94,4 +98,4 @@ func usage(w io.Writer) {
 // in the sandbox runs as the same uid and could otherwise ptrace it, read
 // its memory or write into its /proc/PID/fd (the helper binary is also
 // execute-only, which makes the kernel mark it so at execve already).
-func init() { _ = setNonDumpable() }
+func init() { _ = inside.SetNonDumpable() }

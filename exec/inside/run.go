@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"encoding/json"
@@ -163,9 +163,9 @@ func register() (*registration, *wire.RunStatus) {
 	return reg, nil
 }
 
-// runRun is `sandbox-helper run`. It writes exactly one Status frame and
+// Run is `sandbox-helper run`. It writes exactly one Status frame and
 // returns its exit code.
-func runRun(args []string) int {
+func Run(args []string) int {
 	reserveThreads(8)
 	out := newOutput(os.Stdout)
 	st := doRun(args, out)

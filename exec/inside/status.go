@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
-// runStatus implements `sandbox-helper status`, which tells the plugin what
+// Status implements `sandbox-helper status`, which tells the plugin what
 // runs in the sandbox, as one JSON object on stdout (statusReport):
 //
 //	sandbox-helper status
@@ -37,7 +37,7 @@ import (
 // container that mounts volumes read-only: `prune --older-than`, to learn
 // when the data of sandboxes whose container is gone was last written, and
 // `ls --size`.
-func runStatus(args []string) int {
+func Status(args []string) int {
 	a, err := wire.ParseStatusArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "usage: sandbox-helper status [--newest DIR...]")

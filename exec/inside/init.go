@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ type initOptions struct {
 	target      string
 }
 
-func runInit(args []string) int {
+func Init(args []string) int {
 	a, err := wire.ParseInitArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, initUsage)

@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"fmt"
@@ -21,13 +21,13 @@ import (
 // exitDrainBusy is drain's exit code when a run is registered.
 const exitDrainBusy = 3
 
-// runDrain is `sandbox-helper drain [--holder ID] [--undo]`: exit 0 when
+// Drain is `sandbox-helper drain [--holder ID] [--undo]`: exit 0 when
 // the sandbox is drained (no run is registered, and none will be while the
 // drain holds), exitDrainBusy when a run is registered; --undo lifts the
 // holder's drain (a stop/rm that did not remove the container after all).
 // A drain holds for drainHold at most, so that a stop/rm that died cannot
 // leave the sandbox refusing every run. Exit 1 when PID 1 does not answer.
-func runDrain(args []string, stdout, stderr io.Writer) int {
+func Drain(args []string, stdout, stderr io.Writer) int {
 	a, err := wire.ParseDrainArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper drain: %v\nusage: sandbox-helper drain [--holder ID] [--undo]\n", err)
