@@ -19,19 +19,18 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
-	"github.com/docker/docker/pkg/stdcopy"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
 )
 
 // Engine is the part of the Engine API this package uses.
@@ -41,9 +40,7 @@ type Engine interface {
 	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
 	ContainerStop(ctx context.Context, container string, options container.StopOptions) error
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
-	ContainerExecCreate(ctx context.Context, container string, options container.ExecOptions) (container.ExecCreateResponse, error)
-	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
-	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+	helpercall.Engine // exec create, attach, inspect
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
 	NetworkInspect(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
@@ -926,36 +923,22 @@ func (m *Manager) RunningSidecar(ctx context.Context) (*container.InspectRespons
 // helperExec runs the helper in the sidecar (by its ID: the container that
 // was checked) and returns its exit code.
 func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: core.SandboxUser, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
-		Cmd: append([]string{core.HelperPath}, args...),
+	r, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: id,
+		Exec: container.ExecOptions{
+			User: core.SandboxUser, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
+			Cmd: append([]string{core.HelperPath}, args...),
+		},
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, CloseOnCancel: true, Inspect: true,
 	})
-	if err != nil {
+	switch step, err := helpercall.Split(err); step {
+	case helpercall.Create:
 		if notFound(err) || strings.Contains(err.Error(), "is not running") {
 			return -1, core.Errorf(CodeEgressNotRunning, "the egress sidecar is not running: start it with `docker sandbox egress start`")
 		}
 		return -1, core.EngineError(err, "cannot run the helper in the egress sidecar")
-	}
-	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
+	case helpercall.Attach:
 		return -1, core.EngineError(err, "cannot attach to the egress sidecar")
-	}
-	defer hj.Close()
-	stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
-	defer stop()
-	if stdin != nil {
-		go func() {
-			_, _ = io.Copy(hj.Conn, stdin)
-			_ = hj.CloseWrite()
-		}()
-	}
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	if _, err := stdcopy.StdCopy(stdout, stderr, hj.Reader); err != nil {
+	case helpercall.Stream:
 		if ctx.Err() != nil {
 			return -1, ctx.Err()
 		}
@@ -963,12 +946,10 @@ func (m *Manager) helperExec(ctx context.Context, id string, args []string, stdi
 			return 0, nil
 		}
 		return -1, core.Wrap(CodeEgressUnavailable, err, "lost the egress sidecar's stream")
-	}
-	ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
-	if err != nil {
+	case helpercall.Inspect:
 		return -1, core.EngineError(err, "cannot read the helper's exit code in the egress sidecar")
 	}
-	return ins.ExitCode, nil
+	return r.ExitCode, nil
 }
 
 // Stop stops the sidecar. Its settings are kept (in its labels, and in its

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Details is one element of `docker sandbox inspect`.
@@ -211,19 +212,14 @@ func laterUse(known *time.Time, hs *HelperStatus, now time.Time) *time.Time {
 func (m *Manager) helperStatus(ctx context.Context, id string) (*HelperStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: []string{core.HelperPath, "status"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer hj.Close()
 	var out, errb bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errb, hj.Reader); err != nil {
+	if _, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: id,
+		Exec: container.ExecOptions{
+			User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: append([]string{core.HelperPath}, wire.StatusArgs{}.Argv()...),
+		},
+		Stdout: &out, Stderr: &errb,
+	}); err != nil {
+		_, err = helpercall.Split(err)
 		return nil, err
 	}
 	var hs HelperStatus

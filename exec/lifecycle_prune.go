@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // PruneOptions tells Prune what to remove.
@@ -455,18 +456,18 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 }
 
 func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, vols []string, out map[string]newestInfo) error {
-	args := []string{core.HelperPath, "status", "--newest"}
+	status := wire.StatusArgs{Newest: true}
 	var mounts []mount.Mount
 	dirOf := map[string]string{}
 	for _, v := range vols {
 		dir := path.Join("/v", v)
 		dirOf[dir] = v
-		args = append(args, dir)
+		status.Dirs = append(status.Dirs, dir)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: v, Target: dir, ReadOnly: true,
 			VolumeOptions: &mount.VolumeOptions{NoCopy: true}})
 	}
 	pids := int64(32)
-	cfg := &container.Config{Image: ref, User: core.SandboxUser, Entrypoint: args, Labels: core.BaseLabels(core.KindProbe), WorkingDir: "/"}
+	cfg := &container.Config{Image: ref, User: core.SandboxUser, Entrypoint: append([]string{core.HelperPath}, status.Argv()...), Labels: core.BaseLabels(core.KindProbe), WorkingDir: "/"}
 	hc := &container.HostConfig{
 		NetworkMode: "none", ReadonlyRootfs: true, CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"},
 		IpcMode: "private", RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},

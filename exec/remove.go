@@ -3,7 +3,6 @@ package exec
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -11,6 +10,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // StopCreated removes the container a call created (by its ID: never
@@ -192,7 +193,7 @@ const (
 )
 
 // drainBusy is `sandbox-helper drain`'s exit code when a run is registered
-// with the sandbox's PID 1 (cmd/sandbox-helper/drain.go).
+// with the sandbox's PID 1 (exec/inside/drain.go).
 const drainBusy = 3
 
 // claim makes sure that nothing runs in the container and that nothing can
@@ -275,37 +276,23 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 // drain runs `sandbox-helper drain` in the container and returns its exit
 // code (-1: the container is not there to exec into) and the exec's ID.
 func (m *Manager) drain(ctx context.Context, id, holder string, undo bool) (int, string, error) {
-	cmd := []string{core.HelperPath, "drain", "--holder", holder}
-	if undo {
-		cmd = append(cmd, "--undo")
+	cmd := append([]string{core.HelperPath}, wire.DrainArgs{Holder: holder, Undo: undo}.Argv()...)
+	r, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: id,
+		Exec: container.ExecOptions{User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd},
+		Raw:  true, MaxRead: 64 << 10, Inspect: true,
+	})
+	step, err := helpercall.Split(err)
+	switch {
+	case step == helpercall.Create && (IsGoneError(err) || isConflict(err)),
+		step == helpercall.Attach && (execNotStarted(err) || IsGoneError(err)),
+		step == helpercall.Inspect && isNotFound(err):
+		return -1, r.ExecID, nil
+	case err != nil:
+		return 0, r.ExecID, core.EngineError(err, "cannot check that the sandbox is idle")
+	case r.Running:
+		return -1, r.ExecID, nil // cannot happen once the stream ended
 	}
-	resp, err := m.Engine.ContainerExecCreate(ctx, id, container.ExecOptions{User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
-	if err != nil {
-		if IsGoneError(err) || isConflict(err) {
-			return -1, "", nil
-		}
-		return 0, "", core.EngineError(err, "cannot check that the sandbox is idle")
-	}
-	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
-		if execNotStarted(err) || IsGoneError(err) {
-			return -1, resp.ID, nil
-		}
-		return 0, resp.ID, core.EngineError(err, "cannot check that the sandbox is idle")
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(hj.Reader, 64<<10))
-	hj.Close()
-	ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
-	if err != nil {
-		if isNotFound(err) {
-			return -1, resp.ID, nil
-		}
-		return 0, resp.ID, core.EngineError(err, "cannot check that the sandbox is idle")
-	}
-	if ins.Running {
-		return -1, resp.ID, nil // cannot happen once the stream ended
-	}
-	return ins.ExitCode, resp.ID, nil
+	return r.ExitCode, r.ExecID, nil
 }
 
 // undrain lifts a drain (the container stays after all).

@@ -10,17 +10,18 @@ import (
 	"io"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
@@ -79,7 +80,7 @@ type Result struct {
 
 // runBackstop is how long past its timeout the plugin waits for a run's
 // status before it gives up on the stream: the helper's PID 1 kills a
-// wrapper that lives 7 s past its timeout (cmd/sandbox-helper runGrace).
+// wrapper that lives 7 s past its timeout (exec/inside runGrace).
 const runBackstop = 10 * time.Second
 
 // maxCreateWait bounds how long a call waits for a container that another
@@ -94,14 +95,20 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	var st wire.RunStatus
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
-		execID, err := m.execCreate(ctx, name, spec, req, token)
-		core.Debugf("exec create %v", time.Since(t0))
-		if err != nil {
-			return false, err
+		_, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
+			Session: func(_ string, hj types.HijackedResponse) (err error) {
+				st, err = m.session(ctx, name, hj, token, req)
+				return err
+			}})
+		core.Debugf("exec create+attach+run %v (helper says program ran %dms)", time.Since(t0), st.DurationMS)
+		switch step, serr := helpercall.Split(err); step {
+		case helpercall.Create:
+			return false, serr
+		case helpercall.Attach:
+			err = core.EngineError(serr, "cannot start the program in the sandbox")
+		case helpercall.Stream:
+			err = serr
 		}
-		t1 := time.Now()
-		st, err = m.attach(ctx, name, execID, token, req)
-		core.Debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
 		if execNotStarted(err) || errors.Is(err, errEndedBeforeStart) || (err == nil && st.ErrorCode == wire.ErrDraining) {
 			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
 		}
@@ -201,47 +208,37 @@ type RawRequest struct {
 func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int, Result, error) {
 	exitCode := -1
 	cmd := append([]string{core.HelperPath}, rr.Args...)
-	if len(rr.Args) > 0 && rr.Args[0] == "fs" {
+	if len(rr.Args) > 0 && rr.Args[0] == wire.VerbFS {
 		// The file server first checks that the container is this sandbox.
-		cmd = append([]string{core.HelperPath, "fs", "--target", spec.Target.String()}, rr.Args[1:]...)
+		cmd = append([]string{core.HelperPath}, wire.FSArgs{Target: spec.Target.String(), Args: rr.Args[1:]}.Argv()...)
 	}
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
-		resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
-			User: core.SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
-			Env: append(append([]string(nil), core.HelperEnv...), rr.Env...), WorkingDir: core.WorkspaceDir, Cmd: cmd,
-		})
-		if err != nil {
-			return false, err
-		}
-		hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-		if execNotStarted(err) {
-			return false, errNotRunningYet // paused, or going: nothing ran
-		}
-		if err != nil {
-			return true, core.EngineError(err, "cannot start the helper in the sandbox")
-		}
-		defer hj.Close()
-		stop := context.AfterFunc(ctx, func() { hj.Conn.Close() })
-		defer stop()
-		if rr.Stdin != nil {
-			go func() {
-				_, _ = io.Copy(hj.Conn, rr.Stdin)
-				_ = hj.CloseWrite()
-			}()
-		}
-		stdout, stderr := rr.Stdout, rr.Stderr
-		if stdout == nil {
-			stdout = io.Discard
-		}
-		if stderr == nil {
-			stderr = io.Discard
-		}
+		stdout := rr.Stdout
 		var pre *preambleWriter
-		if rr.Args[0] == "fs" {
+		if rr.Args[0] == wire.VerbFS {
+			if stdout == nil {
+				stdout = io.Discard
+			}
 			pre = &preambleWriter{want: []byte(wire.FSPreamble), dst: stdout}
 			stdout = pre
 		}
-		if _, err := stdcopy.StdCopy(stdout, stderr, hj.Reader); err != nil {
+		r, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name,
+			Exec: container.ExecOptions{
+				User: core.SandboxUser, AttachStdin: rr.Stdin != nil, AttachStdout: true, AttachStderr: true,
+				Env: append(append([]string(nil), core.HelperEnv...), rr.Env...), WorkingDir: core.WorkspaceDir, Cmd: cmd,
+			},
+			Stdin: rr.Stdin, Stdout: stdout, Stderr: rr.Stderr, CloseOnCancel: true, Inspect: true,
+		})
+		step, err := helpercall.Split(err)
+		switch step {
+		case helpercall.Create:
+			return false, err
+		case helpercall.Attach:
+			if execNotStarted(err) {
+				return false, errNotRunningYet // paused, or going: nothing ran
+			}
+			return true, core.EngineError(err, "cannot start the helper in the sandbox")
+		case helpercall.Stream:
 			if ctx.Err() != nil {
 				return true, ctx.Err()
 			}
@@ -260,11 +257,10 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 			}
 			return true, core.Wrap(core.CodeEngineError, se, "cannot run the file server in sandbox %s", spec.Target)
 		}
-		ins, err := m.Engine.ContainerExecInspect(ctx, resp.ID)
 		if err != nil {
 			return true, core.EngineError(err, "cannot read the helper's exit code")
 		}
-		exitCode = ins.ExitCode
+		exitCode = r.ExitCode
 		return true, nil
 	})
 	return exitCode, res, err
@@ -279,24 +275,19 @@ func shortID(id string) string {
 
 // HelperCommand is the exec command line of `sandbox-helper run`.
 func HelperCommand(spec Spec, req Request, token string) []string {
-	cmd := []string{core.HelperPath, "run",
-		"--token", token,
-		"--timeout", req.Timeout.String(),
-		"--max-output", strconv.FormatInt(req.MaxOutput, 10),
-		"--workdir", req.Workdir,
-		"--spec", spec.Hash(),
-		"--target", spec.Target.String(),
-	}
+	a := wire.RunArgs{Token: token, Timeout: req.Timeout, MaxOutput: req.MaxOutput, Workdir: req.Workdir,
+		Spec: spec.Hash(), Target: spec.Target.String(), NoCode: req.NoCode}
 	if req.NoCode {
-		cmd = append(cmd, "--no-code", "--interp", req.Args[0], "--")
-		return append(cmd, req.Args[1:]...)
+		a.Interps, a.Args = req.Args[:1], req.Args[1:]
+	} else {
+		a.Interps, a.CodeExt, a.Args = req.Lang.Interps, req.Lang.Ext, req.Args
 	}
-	cmd = append(cmd, "--interp", strings.Join(req.Lang.Interps, ","), "--code-ext", req.Lang.Ext, "--")
-	return append(cmd, req.Args...)
+	return append([]string{core.HelperPath}, a.Argv()...)
 }
 
-func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Request, token string) (string, error) {
-	resp, err := m.Engine.ContainerExecCreate(ctx, name, container.ExecOptions{
+// execOptions is the exec of `sandbox-helper run`.
+func execOptions(spec Spec, req Request, token string) container.ExecOptions {
+	return container.ExecOptions{
 		User:         core.SandboxUser,
 		AttachStdin:  true,
 		AttachStdout: true,
@@ -304,22 +295,13 @@ func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Re
 		Env:          req.Env,
 		WorkingDir:   core.WorkspaceDir,
 		Cmd:          HelperCommand(spec, req, token),
-	})
-	if err != nil {
-		return "", err
 	}
-	return resp.ID, nil
 }
 
-// attach starts the exec, feeds it code and stdin, and decodes the helper's
+// session feeds the attached exec code and stdin, and decodes the helper's
 // frames until its status arrives.
-func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req Request) (wire.RunStatus, error) {
+func (m *Manager) session(ctx context.Context, ctrName string, hj types.HijackedResponse, token string, req Request) (wire.RunStatus, error) {
 	var st wire.RunStatus
-	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
-	if err != nil {
-		return st, core.EngineError(err, "cannot start the program in the sandbox")
-	}
-	defer hj.Close()
 
 	// Interrupted (Ctrl-C): closing the stream does not end an exec, so
 	// ask the helper to stop the program, give it a moment to report, then
@@ -452,20 +434,17 @@ func (m *Manager) lostRun(ctrName string, err error, msg string) *core.Error {
 // initAnswers reports whether the container's PID 1 answers `sandbox-helper
 // status` (the container runs, and its init lives).
 func (m *Manager) initAnswers(ctx context.Context, ctrName string) bool {
-	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
-		User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Env: core.HelperEnv,
-		Cmd: []string{core.HelperPath, "status"},
-	})
-	if err != nil {
-		return false
-	}
-	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return false
-	}
-	defer hj.Close()
 	var out bytes.Buffer
-	_, _ = stdcopy.StdCopy(&out, io.Discard, io.LimitReader(hj.Reader, 64<<10))
+	_, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: ctrName,
+		Exec: container.ExecOptions{
+			User: core.SandboxUser, AttachStdout: true, AttachStderr: true, Env: core.HelperEnv,
+			Cmd: append([]string{core.HelperPath}, wire.StatusArgs{}.Argv()...),
+		},
+		Stdout: &out, MaxRead: 64 << 10,
+	})
+	if step, _ := helpercall.Split(err); step == helpercall.Create || step == helpercall.Attach {
+		return false
+	}
 	var st struct {
 		PID1Started *time.Time `json:"pid1_started"`
 	}
@@ -810,17 +789,11 @@ func newToken() string {
 // (its program's whole process group). Best effort: the program ends at its
 // timeout anyway.
 func (m *Manager) signalRun(ctx context.Context, ctrName, token string) {
-	resp, err := m.Engine.ContainerExecCreate(ctx, ctrName, container.ExecOptions{
-		User: core.SandboxUser, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{core.HelperPath, "signal", "--token", token},
+	_, _ = helpercall.Do(ctx, m.Engine, helpercall.Call{Container: ctrName,
+		Exec: container.ExecOptions{
+			User: core.SandboxUser, AttachStdout: true, AttachStderr: true,
+			Cmd: append([]string{core.HelperPath}, wire.SignalArgs{Token: token}.Argv()...),
+		},
+		Raw: true,
 	})
-	if err != nil {
-		return
-	}
-	hj, err := m.Engine.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return
-	}
-	defer hj.Close()
-	_, _ = io.Copy(io.Discard, hj.Reader)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Spec is everything that decides how a sandbox container is created. Two
@@ -169,14 +170,8 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 // initCommand is PID 1's command line: the helper's init, which the other
 // helper commands read back from /proc/1/cmdline (--target, --spec).
 func (s Spec) initCommand() []string {
-	cmd := []string{core.HelperPath, "init", "--idle-ttl", s.IdleTTL.String(), "--target", s.Target.String(), "--spec", s.Hash()}
-	if s.MaxLifetime > 0 {
-		cmd = append(cmd, "--max-lifetime", s.MaxLifetime.String())
-	}
-	if s.Disk > 0 {
-		cmd = append(cmd, "--disk", strconv.FormatInt(s.Disk, 10))
-	}
-	return cmd
+	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash()}
+	return append([]string{core.HelperPath}, a.Argv()...)
 }
 
 // tmpfs is /tmp, plus an empty read-only tmpfs over each of the image's

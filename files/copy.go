@@ -15,6 +15,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
@@ -248,7 +249,7 @@ func (b *limitedBuffer) Bytes() []byte {
 func (c *Copier) call(ctx context.Context, t core.Target, args []string, stdin io.Reader, stdout io.Writer) error {
 	stderr := &limitedBuffer{max: 64 << 10}
 	exit, _, err := c.Runner.HelperExec(ctx, c.Spec(t), sbexec.RawRequest{
-		Args: append([]string{"fs"}, args...), Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		Args: wire.FSArgs{Args: args}.Argv(), Stdin: stdin, Stdout: stdout, Stderr: stderr,
 	})
 	if err != nil {
 		return err

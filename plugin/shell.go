@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,12 +11,14 @@ import (
 
 	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/moby/term"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
 )
 
 type shellOptions struct {
@@ -134,27 +137,46 @@ const lcShellDetachKeys = "ctrl-p,ctrl-q"
 func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command, env []string) (code int, started bool, err error) {
 	api := dockerCli.Client()
 	h, w := dockerCli.Out().GetTtySize()
-	resp, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: core.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Env: env, WorkingDir: core.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
+	r, err := helpercall.Do(ctx, api, helpercall.Call{Container: id,
+		Exec: container.ExecOptions{
+			User: core.SandboxUser, Tty: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+			Env: env, WorkingDir: core.WorkspaceDir, Cmd: command, ConsoleSize: &[2]uint{h, w},
+		},
+		Attach: container.ExecAttachOptions{Tty: true, ConsoleSize: &[2]uint{h, w}},
+		Session: func(execID string, hj types.HijackedResponse) error {
+			return lcShellSession(ctx, dockerCli, execID, hj)
+		},
+		Inspect: true,
 	})
-	if err != nil {
+	step, err := helpercall.Split(err)
+	switch {
+	case step == helpercall.Create || step == helpercall.Attach:
 		return 0, false, err
+	case errors.Is(err, errShellDetached):
+		return 0, true, nil
+	case err != nil:
+		return 0, true, err
+	case r.Running:
+		// The stream ended but the shell did not (the connection broke).
+		return 0, true, core.Errorf(core.CodeSandboxGone, "lost the shell's stream")
 	}
-	hj, err := api.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{Tty: true, ConsoleSize: &[2]uint{h, w}})
-	if err != nil {
-		return 0, false, err
-	}
-	defer hj.Close()
-	started = true
+	return r.ExitCode, true, nil
+}
 
+// errShellDetached: the user detached (lcShellDetachKeys); the shell runs on.
+var errShellDetached = errors.New("detached")
+
+// lcShellSession connects the terminal to the attached shell until its
+// stream ends, the user detaches (errShellDetached) or ctx ends.
+func lcShellSession(ctx context.Context, dockerCli command.Cli, execID string, hj types.HijackedResponse) error {
+	api := dockerCli.Client()
 	in, out := dockerCli.In(), dockerCli.Out()
 	if err := in.SetRawTerminal(); err != nil {
-		return 0, started, fmt.Errorf("cannot make the terminal raw: %w", err)
+		return fmt.Errorf("cannot make the terminal raw: %w", err)
 	}
 	if err := out.SetRawTerminal(); err != nil {
 		in.RestoreTerminal()
-		return 0, started, fmt.Errorf("cannot make the terminal raw: %w", err)
+		return fmt.Errorf("cannot make the terminal raw: %w", err)
 	}
 	restore := sync.OnceFunc(func() {
 		in.RestoreTerminal()
@@ -169,7 +191,7 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 		if h == 0 && w == 0 {
 			return nil
 		}
-		return api.ContainerExecResize(ctx, resp.ID, container.ResizeOptions{Height: h, Width: w})
+		return api.ContainerExecResize(ctx, execID, container.ResizeOptions{Height: h, Width: w})
 	}
 	go func() {
 		for i := 0; i < 10; i++ {
@@ -204,20 +226,12 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 	}()
 	select {
 	case <-outputDone:
+		return nil
 	case <-detached:
 		restore()
 		fmt.Fprintln(dockerCli.Err(), "docker sandbox: detached; the shell keeps running (and the sandbox busy) until it exits")
-		return 0, started, nil
+		return errShellDetached
 	case <-ctx.Done():
-		return 0, started, ctx.Err()
+		return ctx.Err()
 	}
-	ins, err := api.ContainerExecInspect(ctx, resp.ID)
-	if err != nil {
-		return 0, started, err
-	}
-	if ins.Running {
-		// The stream ended but the shell did not (the connection broke).
-		return 0, started, core.Errorf(core.CodeSandboxGone, "lost the shell's stream")
-	}
-	return ins.ExitCode, started, nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 
+	"github.com/docker-sandbox/docker-sandbox/exec/inside"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/files/fsserver"
 )
@@ -14,15 +16,19 @@ import (
 // container is that sandbox (PID 1 is the helper's init for it), and
 // otherwise serves nothing; then it writes wire.FSPreamble on stdout.
 func runFS(args []string) int {
-	if len(args) >= 2 && (args[0] == "--target" || args[0] == "-target") {
-		if st := checkPID1(args[1], ""); st != nil {
-			_ = writeLine(os.Stderr, map[string]string{"code": wire.ErrNotSandbox, "message": st.Error})
+	a, err := wire.ParseFSArgs(args)
+	if err != nil {
+		_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"code": wire.ErrBadRequest, "message": err.Error()})
+		return fsserver.ExitUsage
+	}
+	if a.Target != "" {
+		if err := inside.CheckTarget(a.Target); err != nil {
+			_ = json.NewEncoder(os.Stderr).Encode(map[string]string{"code": wire.ErrNotSandbox, "message": err.Error()})
 			return fsserver.ExitFailed
 		}
-		args = args[2:]
 		if _, err := os.Stdout.WriteString(wire.FSPreamble); err != nil {
 			return fsserver.ExitFailed
 		}
 	}
-	return fsserver.Default().Run(args)
+	return fsserver.Default().Run(a.Args)
 }

@@ -1,12 +1,15 @@
 // Command sandbox-helper is the in-container helper of `docker sandbox`.
 //
 // It is a static program that depends on the standard library only (plus the
-// project's stdlib-only exec/wire package), so that it runs unchanged in any
+// project's stdlib-only packages: exec/inside, the in-container half of
+// exec, which init, run, signal, drain and status dispatch to; exec/wire;
+// files/fsserver for fs; egress/proxy for proxy), so that it runs unchanged in any
 // image: the plugin mounts it read-only at /opt/sandbox/sandbox-helper in every
 // sandbox container. It relies on nothing in the image besides the interpreter
 // it is asked to run.
 //
-// Subcommands:
+// Subcommands (their command lines are exec/wire's InitArgs, RunArgs,
+// SignalArgs, DrainArgs, StatusArgs and FSArgs, which the plugin builds):
 //
 //	sandbox-helper init --idle-ttl DURATION [--spec HASH]
 //
@@ -34,6 +37,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/inside"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -51,17 +56,17 @@ func realMain(args []string) int {
 	}
 	switch args[0] {
 	case "init":
-		return runInit(args[1:])
+		return inside.Init(args[1:])
 	case "run":
-		return runRun(args[1:])
+		return inside.Run(args[1:])
 	case "signal":
-		return runSignal(args[1:])
+		return inside.Signal(args[1:])
 	case "fs":
 		return runFS(args[1:])
 	case "status":
-		return runStatus(args[1:])
+		return inside.Status(args[1:])
 	case "drain":
-		return runDrain(args[1:], os.Stdout, os.Stderr)
+		return inside.Drain(args[1:], os.Stdout, os.Stderr)
 	case "proxy":
 		return runProxy(args[1:])
 	case "version", "--version", "-version":
@@ -78,10 +83,13 @@ func realMain(args []string) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  sandbox-helper init --idle-ttl DURATION [--spec HASH]
-  sandbox-helper drain [--undo]
-  sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] -- [ARGS...]
+  sandbox-helper init --idle-ttl DURATION [--max-lifetime DURATION] [--disk BYTES] [--target SCOPE[/SESSION]] [--spec HASH]
+  sandbox-helper drain [--holder ID] [--undo]
+  sandbox-helper run --interp LIST --timeout DURATION --max-output BYTES [--code-ext EXT] [--no-code] [--workdir DIR] [--spec HASH] [--target SCOPE[/SESSION]] [--token TOKEN] -- [ARGS...]
   sandbox-helper signal --token TOKEN
+  sandbox-helper status [--newest DIR...]
+  sandbox-helper fs [--target SCOPE[/SESSION]] COMMAND [ARGS...]
+  sandbox-helper proxy [FLAGS] | proxy policy|networks|logs|state|wait ...
   sandbox-helper version
 `)
 }
@@ -90,4 +98,4 @@ func usage(w io.Writer) {
 // in the sandbox runs as the same uid and could otherwise ptrace it, read
 // its memory or write into its /proc/PID/fd (the helper binary is also
 // execute-only, which makes the kernel mark it so at execve already).
-func init() { _ = setNonDumpable() }
+func init() { _ = inside.SetNonDumpable() }

@@ -1,5 +1,5 @@
 // Package wire is the byte protocol between the plugin and the in-container
-// helper (cmd/sandbox-helper). It depends on the standard library only, so the
+// helper (cmd/sandbox-helper, exec/inside). It depends on the standard library only, so the
 // helper stays a small static binary.
 //
 // Plugin -> helper (the exec's stdin, `sandbox-helper run` only):

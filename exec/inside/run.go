@@ -1,9 +1,8 @@
-package main
+package inside
 
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,46 +36,13 @@ type runOptions struct {
 	args      []string
 }
 
-// parseRunFlags parses the flags of `run`. Arguments after `--` (or after the
-// first non-flag argument) are the program's arguments.
+// parseRunFlags parses the flags of `run` (wire.ParseRunArgs). Arguments
+// after `--` (or after the first non-flag argument) are the program's
+// arguments.
 func parseRunFlags(args []string) (runOptions, error) {
-	var o runOptions
-	fs := flag.NewFlagSet("sandbox-helper run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // stdout is the framed channel; errors go in the Status
-	interp := fs.String("interp", "", "comma-separated interpreter candidates; the first on PATH is used")
-	fs.StringVar(&o.codeExt, "code-ext", "", "extension of the code file, e.g. .py")
-	fs.BoolVar(&o.noCode, "no-code", false, "no code header on stdin: run INTERP ARGS... with raw stdin")
-	fs.DurationVar(&o.timeout, "timeout", 0, "kill the program after this long (required)")
-	fs.Int64Var(&o.maxOutput, "max-output", 0, "cap on each of stdout and stderr, in bytes (required)")
-	fs.StringVar(&o.workdir, "workdir", "", "absolute working directory, created if missing")
-	fs.StringVar(&o.spec, "spec", "", "expected sandbox spec hash (compared with PID 1's --spec)")
-	fs.StringVar(&o.target, "target", "", "the sandbox this run is for, SCOPE[/SESSION] (compared with PID 1's --target)")
-	fs.String("token", "", "names this run for `sandbox-helper signal --token` (only carried in argv)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	o.args = fs.Args()
-	if o.codeExt != "" && !strings.HasPrefix(o.codeExt, ".") {
-		o.codeExt = "." + o.codeExt
-	}
-	for _, c := range strings.Split(*interp, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			o.interps = append(o.interps, c)
-		}
-	}
-	switch {
-	case len(o.interps) == 0:
-		return o, errors.New("--interp is required")
-	case o.timeout <= 0:
-		return o, errors.New("--timeout is required and must be > 0")
-	case o.maxOutput <= 0:
-		return o, errors.New("--max-output is required and must be > 0")
-	case o.workdir != "" && !filepath.IsAbs(o.workdir):
-		return o, fmt.Errorf("--workdir must be absolute, got %q", o.workdir)
-	case strings.ContainsAny(o.codeExt, "/\x00"):
-		return o, fmt.Errorf("--code-ext %q must not contain a slash", o.codeExt)
-	}
-	return o, nil
+	a, err := wire.ParseRunArgs(args)
+	return runOptions{interps: a.Interps, codeExt: a.CodeExt, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
+		workdir: a.Workdir, spec: a.Spec, target: a.Target, args: a.Args}, err
 }
 
 // specMismatch compares the spec this exec wants with PID 1's command line.
@@ -197,9 +163,9 @@ func register() (*registration, *wire.RunStatus) {
 	return reg, nil
 }
 
-// runRun is `sandbox-helper run`. It writes exactly one Status frame and
+// Run is `sandbox-helper run`. It writes exactly one Status frame and
 // returns its exit code.
-func runRun(args []string) int {
+func Run(args []string) int {
 	reserveThreads(8)
 	out := newOutput(os.Stdout)
 	st := doRun(args, out)

@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"bytes"
@@ -14,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
-// runStatus implements `sandbox-helper status`, which tells the plugin what
+// Status implements `sandbox-helper status`, which tells the plugin what
 // runs in the sandbox, as one JSON object on stdout (statusReport):
 //
 //	sandbox-helper status
@@ -35,26 +37,18 @@ import (
 // container that mounts volumes read-only: `prune --older-than`, to learn
 // when the data of sandboxes whose container is gone was last written, and
 // `ls --size`.
-func runStatus(args []string) int {
-	fs := flag.NewFlagSet("sandbox-helper status", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	newest := fs.Bool("newest", false, "report the newest modification time under each DIR")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+func Status(args []string) int {
+	a, err := wire.ParseStatusArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "usage: sandbox-helper status [--newest DIR...]")
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-helper status: %v\n", err)
 		return 2
 	}
-	if *newest {
-		if fs.NArg() == 0 {
-			fmt.Fprintln(os.Stderr, "sandbox-helper status --newest: give at least one DIR")
-			return 2
-		}
-		return writeJSON(os.Stdout, newestUnder(fs.Args(), statusMaxEntries, time.Now()))
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "sandbox-helper status: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if a.Newest {
+		return writeJSON(os.Stdout, newestUnder(a.Dirs, statusMaxEntries, time.Now()))
 	}
 	rep, err := readStatus(procRoot, statusTmpDir, os.Getpid())
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // initAllowNonPID1 lets tests run `init` as an ordinary process. In
@@ -43,6 +45,9 @@ const (
 	lifetimeGrace = 3 * time.Second
 )
 
+// initUsage is init's usage line.
+const initUsage = "usage: sandbox-helper init --idle-ttl DURATION [--max-lifetime DURATION] [--disk BYTES] [--target SCOPE[/SESSION]] [--spec HASH]"
+
 // initOptions are the flags of `init`.
 type initOptions struct {
 	ttl         time.Duration
@@ -51,29 +56,17 @@ type initOptions struct {
 	target      string
 }
 
-func runInit(args []string) int {
-	fs := flag.NewFlagSet("sandbox-helper init", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
-	var o initOptions
-	fs.DurationVar(&o.ttl, "idle-ttl", 0, "exit after this long with nothing running (0: never)")
-	fs.DurationVar(&o.maxLifetime, "max-lifetime", 0, "end the sandbox at this age, even while busy (0: never)")
-	fs.Int64Var(&o.diskLimit, "disk", 0, "bytes /opt/workspace and /opt/user may hold together (0: no limit)")
-	fs.StringVar(&o.target, "target", "", "the sandbox's SCOPE[/SESSION], read back by the other subcommands from /proc/1/cmdline")
-	fs.String("spec", "", "sandbox spec hash, read back by `run` from /proc/1/cmdline")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+func Init(args []string) int {
+	a, err := wire.ParseInitArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, initUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandbox-helper init: %v\n%s\n", err, initUsage)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "sandbox-helper init: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if o.ttl < 0 || o.maxLifetime < 0 || o.diskLimit < 0 {
-		fmt.Fprintln(os.Stderr, "sandbox-helper init: --idle-ttl, --max-lifetime and --disk must not be negative")
-		return 2
-	}
+	o := initOptions{ttl: a.IdleTTL, maxLifetime: a.MaxLifetime, diskLimit: a.Disk, target: a.Target}
 	self := os.Getpid()
 	if self != 1 && !initAllowNonPID1 {
 		fmt.Fprintf(os.Stderr, "sandbox-helper init: must run as PID 1 (the container's entrypoint), running as PID %d\n", self)

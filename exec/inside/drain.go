@@ -1,9 +1,10 @@
-package main
+package inside
 
 import (
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Draining: how `docker sandbox stop` and `rm` make sure that no program
@@ -20,26 +21,23 @@ import (
 // exitDrainBusy is drain's exit code when a run is registered.
 const exitDrainBusy = 3
 
-// runDrain is `sandbox-helper drain [--holder ID] [--undo]`: exit 0 when
+// Drain is `sandbox-helper drain [--holder ID] [--undo]`: exit 0 when
 // the sandbox is drained (no run is registered, and none will be while the
 // drain holds), exitDrainBusy when a run is registered; --undo lifts the
 // holder's drain (a stop/rm that did not remove the container after all).
 // A drain holds for drainHold at most, so that a stop/rm that died cannot
 // leave the sandbox refusing every run. Exit 1 when PID 1 does not answer.
-func runDrain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper drain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	undo := fs.Bool("undo", false, "let runs start again")
-	holder := fs.String("holder", "", "who drains (one stop or rm call): its undo lifts only its own drain")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: sandbox-helper drain [--holder ID] [--undo]")
+func Drain(args []string, stdout, stderr io.Writer) int {
+	a, err := wire.ParseDrainArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-helper drain: %v\nusage: sandbox-helper drain [--holder ID] [--undo]\n", err)
 		return 2
 	}
 	op := opDrain
-	if *undo {
+	if a.Undo {
 		op = opUndrain
 	}
-	rep, err := controlCall(ctlRequest{Op: op, Token: *holder})
+	rep, err := controlCall(ctlRequest{Op: op, Token: a.Holder})
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper drain: %v: %v\n", errNoInit, err)
 		return 1

@@ -1,4 +1,4 @@
-package main
+package inside
 
 import (
 	"bytes"
@@ -179,11 +179,11 @@ func prctl(option, arg uintptr) error {
 	return nil
 }
 
-// setNonDumpable marks the process non-dumpable, so that other processes of
+// SetNonDumpable marks the process non-dumpable, so that other processes of
 // the same uid (the sandboxed program) can neither ptrace it nor open its
 // /proc/PID/fd or /proc/PID/mem. The flag is reset by execve, so children are
 // unaffected.
-func setNonDumpable() error { return prctl(prSetDumpable, 0) }
+func SetNonDumpable() error { return prctl(prSetDumpable, 0) }
 
 // setChildSubreaper makes orphaned descendants re-parent to this process
 // instead of PID 1.

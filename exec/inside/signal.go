@@ -1,28 +1,26 @@
-package main
+package inside
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"os"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
-// runSignal implements `sandbox-helper signal --token TOKEN`: it asks PID 1
+// Signal implements `sandbox-helper signal --token TOKEN`: it asks PID 1
 // to tell the registered `run` wrapper started with that token to stop its
 // program (its whole process group) and report. The plugin uses it when the
 // user interrupts an exec: closing the exec's stream does not end it. The
 // request goes through PID 1 because wrappers ignore the signals that
 // sandboxed code, running as the same user, could send them.
 // It exits 0 when a wrapper was told, 1 when none carries the token.
-func runSignal(args []string) int {
-	fs := flag.NewFlagSet("sandbox-helper signal", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	token := fs.String("token", "", "token of the run to stop")
-	if err := fs.Parse(args); err != nil || *token == "" {
+func Signal(args []string) int {
+	a, err := wire.ParseSignalArgs(args)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-helper signal: --token TOKEN is required")
 		return 2
 	}
-	rep, err := controlCall(ctlRequest{Op: opSignal, Token: *token})
+	rep, err := controlCall(ctlRequest{Op: opSignal, Token: a.Token})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox-helper signal: %v: %v\n", errNoInit, err)
 		return 1
