@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -50,27 +49,6 @@ const (
 
 // States lists every state, for --filter state=.
 var States = []string{StateRunning, StateIdle, StateExpired, StateStarting, StatePaused, StateStopping}
-
-// lifecycleEngine is the Engine API the lifecycle commands use beyond Engine.
-// The Docker client implements it.
-type lifecycleEngine interface {
-	Engine
-	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
-	ContainerWait(ctx context.Context, container string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
-	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
-	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
-	NetworkRemove(ctx context.Context, network string) error
-	NetworkDisconnect(ctx context.Context, network, container string, force bool) error
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
-}
-
-func (m *Manager) lc() (lifecycleEngine, error) {
-	e, ok := m.Engine.(lifecycleEngine)
-	if !ok {
-		return nil, core.Errorf(core.CodeInternal, "the engine client does not offer the calls the lifecycle commands need")
-	}
-	return e, nil
-}
 
 // Sandbox is one row of `ls` (a target with a container, or data only).
 type Sandbox struct {
@@ -210,10 +188,7 @@ const parallelism = 8
 // (for its execs), one event query for the idle ones, and with Size a probe
 // container that reads the volumes. Nothing runs in any sandbox.
 func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
-	e, err := m.lc()
-	if err != nil {
-		return nil, err
-	}
+	e := m.Engine
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -357,7 +332,7 @@ func containerState(engineState string) string {
 
 // refine inspects the running containers (their execs: running or idle) and
 // finds the last use of the idle ones.
-func (m *Manager) refine(ctx context.Context, e lifecycleEngine, rows []*Sandbox, now time.Time) {
+func (m *Manager) refine(ctx context.Context, e Engine, rows []*Sandbox, now time.Time) {
 	var live []*Sandbox
 	for _, s := range rows {
 		if s.ctr != nil && (s.ctr.State == "running" || s.ctr.State == "paused") {
@@ -404,7 +379,7 @@ func (m *Manager) refine(ctx context.Context, e lifecycleEngine, rows []*Sandbox
 
 // lastExecEnds moves each idle sandbox's LastUsed to the newest exec_die event
 // of its container that the engine still remembers.
-func lastExecEnds(ctx context.Context, e lifecycleEngine, rows []*Sandbox, now time.Time) {
+func lastExecEnds(ctx context.Context, e Engine, rows []*Sandbox, now time.Time) {
 	since := now
 	byID := map[string]*Sandbox{}
 	for _, s := range rows {
@@ -477,7 +452,7 @@ func anyRunning(es []ExecInfo) bool {
 // (docker system df) computes every image and layer on API 1.41, which takes
 // tens of seconds on a busy engine, and refuses concurrent callers. A size
 // stays null when the walk was incomplete or failed.
-func (m *Manager) sizes(ctx context.Context, e lifecycleEngine, rows []*Sandbox) error {
+func (m *Manager) sizes(ctx context.Context, e Engine, rows []*Sandbox) error {
 	var vols []string
 	for _, s := range rows {
 		vols = append(vols, s.Volumes...)
@@ -550,10 +525,7 @@ var errBusy = errors.New("busy")
 // reports whether it removed one; a network of that name that is not the
 // plugin's own is left alone.
 func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, error) {
-	e, err := m.lc()
-	if err != nil {
-		return false, err
-	}
+	e := m.Engine
 	name := scopeNetPrefix + scope
 	n, err := e.NetworkInspect(ctx, name, network.InspectOptions{})
 	if isNotFound(err) {
@@ -592,10 +564,7 @@ func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, e
 // plugin's own (OwnScopeNetwork), with extra label filters: `rm --all` also
 // removes those of scopes that have nothing else left.
 func (m *Manager) ScopeNetworkScopes(ctx context.Context, labels []string) ([]string, error) {
-	e, err := m.lc()
-	if err != nil {
-		return nil, err
-	}
+	e := m.Engine
 	f := managedFilter(kindScopeNetwork, labels)
 	nets, err := e.NetworkList(ctx, network.ListOptions{Filters: f})
 	if err != nil {

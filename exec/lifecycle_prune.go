@@ -93,10 +93,7 @@ type newestInfo struct {
 // Everything younger than Grace is spared.
 func (m *Manager) Prune(ctx context.Context, o PruneOptions) (PruneReport, error) {
 	rep := PruneReport{DryRun: o.DryRun, Objects: []PruneItem{}, Kept: []PruneItem{}}
-	e, err := m.lc()
-	if err != nil {
-		return rep, err
-	}
+	e := m.Engine
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -170,7 +167,7 @@ func (m *Manager) Prune(ctx context.Context, o PruneOptions) (PruneReport, error
 	return rep, nil
 }
 
-func (m *Manager) pruneInventory(ctx context.Context, e lifecycleEngine, labels []string) (pruneInventory, error) {
+func (m *Manager) pruneInventory(ctx context.Context, e Engine, labels []string) (pruneInventory, error) {
 	var inv pruneInventory
 	var err error
 	f := managedFilter("", labels)
@@ -432,7 +429,7 @@ const probeBatch = 50
 // probeNewest learns when each volume's data was last written, and its size: a short-lived
 // container of the helper image (hardened like a sandbox, no network, the
 // volumes mounted read-only) runs `sandbox-helper status --newest`.
-func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []string) (map[string]newestInfo, error) {
+func (m *Manager) probeNewest(ctx context.Context, e Engine, vols []string) (map[string]newestInfo, error) {
 	if m.Images == nil {
 		return nil, core.Errorf(core.CodeInternal, "reading the data of sandboxes needs the helper image")
 	}
@@ -454,7 +451,7 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 	return out, nil
 }
 
-func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, vols []string, out map[string]newestInfo) error {
+func (m *Manager) probeOnce(ctx context.Context, e Engine, ref string, vols []string, out map[string]newestInfo) error {
 	args := []string{core.HelperPath, "status", "--newest"}
 	var mounts []mount.Mount
 	dirOf := map[string]string{}

@@ -442,9 +442,9 @@ func TestPlanHelpersAndNetworks(t *testing.T) {
 // lcFake is a tiny engine for the claim protocol: one container whose execs
 // follow a script, and a helper whose drain answers drainCodes in turn.
 type lcFake struct {
-	lifecycleEngine // the calls these tests do not make
-	mu              sync.Mutex
-	running         bool
+	Engine  // the calls these tests do not make
+	mu      sync.Mutex
+	running bool
 	// execsAt returns the container's execs at the n-th inspect.
 	execsAt    func(n int) map[string]bool // exec ID -> running
 	inspects   int
@@ -540,7 +540,7 @@ func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
 	return f.volErr
 }
 
-var _ lifecycleEngine = (*lcFake)(nil)
+var _ Engine = (*lcFake)(nil)
 
 func TestRemoveSandboxClaim(t *testing.T) {
 	none := func(int) map[string]bool { return nil }
@@ -914,7 +914,7 @@ func TestRemovalAndLimitIgnoreLookAlikes(t *testing.T) {
 
 // netFake answers the network calls of RemoveScopeNetwork.
 type netFake struct {
-	lifecycleEngine
+	Engine
 	nets    map[string]network.Inspect
 	calls   []string
 	rmErr   error
