@@ -13,7 +13,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -517,64 +516,22 @@ func testRunScope() string { return os.Getenv("DOCKER_SANDBOX_TEST_RUN") }
 
 var errBusy = errors.New("busy")
 
-// RemoveScopeNetwork removes the scope's egress network (proxy mode) when it
-// is the plugin's own (OwnScopeNetwork) and no container but the egress
-// sidecar is on it (the sidecar is disconnected first). `rm SCOPE` calls it
-// whether or not the scope still had a container or data: a proxy-mode
-// scope whose container and volumes are gone still has its network. It
-// reports whether it removed one; a network of that name that is not the
-// plugin's own is left alone.
+// RemoveScopeNetwork removes the scope's egress network when no sandbox
+// uses it (Network.Release): `rm SCOPE` calls it whether or not the scope
+// still had a container or data. It reports whether it removed one.
 func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, error) {
-	e := m.Engine
-	name := scopeNetPrefix + scope
-	n, err := e.NetworkInspect(ctx, name, network.InspectOptions{})
-	if isNotFound(err) {
+	if m.Network == nil {
 		return false, nil
 	}
-	if err != nil {
-		return false, core.EngineError(err, "cannot inspect network "+name)
-	}
-	if s, ok := OwnScopeNetwork(n.Name, n.Labels); !ok || s != scope {
-		return false, nil
-	}
-	var sidecar []string
-	for id, ep := range n.Containers {
-		if ep.Name != ownSidecarName {
-			return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is still used by container %s; run the rm again once it is gone, or remove it", name, scope, ep.Name)
-		}
-		sidecar = append(sidecar, id)
-	}
-	for _, id := range sidecar {
-		_ = e.NetworkDisconnect(ctx, n.ID, id, true)
-	}
-	err = e.NetworkRemove(ctx, n.ID)
-	switch {
-	case err == nil:
-		return true, nil
-	case isNotFound(err):
-		return false, nil
-	case isConflict(err) || strings.Contains(err.Error(), "active endpoints"):
-		return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
-	default:
-		return false, core.EngineError(err, "cannot remove network "+name)
-	}
+	return m.Network.Release(ctx, scope)
 }
 
 // ScopeNetworkScopes lists the scopes that have an egress network of the
-// plugin's own (OwnScopeNetwork), with extra label filters: `rm --all` also
+// plugin's own (Network.Scopes), with extra label filters: `rm --all` also
 // removes those of scopes that have nothing else left.
 func (m *Manager) ScopeNetworkScopes(ctx context.Context, labels []string) ([]string, error) {
-	e := m.Engine
-	f := managedFilter(kindScopeNetwork, labels)
-	nets, err := e.NetworkList(ctx, network.ListOptions{Filters: f})
-	if err != nil {
-		return nil, core.EngineError(err, "cannot list the scope networks")
+	if m.Network == nil {
+		return nil, nil
 	}
-	var out []string
-	for _, n := range nets {
-		if s, ok := OwnScopeNetwork(n.Name, n.Labels); ok {
-			out = append(out, s)
-		}
-	}
-	return sortedStrings(out), nil
+	return m.Network.Scopes(ctx, labels)
 }

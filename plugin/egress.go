@@ -14,6 +14,8 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
 // The egress group, and what its verbs share: how policies, lists and the
@@ -77,6 +79,69 @@ func egressRules(allow, ports, cidrs []string) (policy.Rules, error) {
 		return r, core.Errorf(core.CodeBadFlag, "invalid egress policy: %v", err)
 	}
 	return n, nil
+}
+
+// execEgress validates exec's --network, --allow, --allow-port and
+// --allow-cidr: --allow and friends imply --network proxy (set in
+// c.Network); the Docker modes that share a namespace are refused. It
+// returns the policy the flags give, or nil.
+func execEgress(cmd *cobra.Command, c *config.Config, allow, ports, cidrs []string) (*policy.Rules, error) {
+	var rules *policy.Rules
+	if len(allow) > 0 || len(ports) > 0 || len(cidrs) > 0 {
+		if cmd.Flags().Changed("network") && c.Network != "proxy" {
+			return nil, core.Errorf(core.CodeBadFlag, "--allow, --allow-port and --allow-cidr need --network proxy, not --network %s", c.Network)
+		}
+		c.Network = "proxy"
+		r, err := egressRules(allow, ports, cidrs)
+		if err != nil {
+			return nil, err
+		}
+		rules = &r
+	}
+	switch m := c.Network; {
+	case m == "none" || m == "proxy":
+	case m == "host" || strings.HasPrefix(m, "container:") || m == "default":
+		return nil, core.Errorf(core.CodeBadFlag, "--network %s is refused: use none, proxy (the egress proxy) or the name of a Docker network", m)
+	case strings.ContainsAny(m, " \t/\\:"):
+		return nil, core.Errorf(core.CodeBadFlag, "invalid --network %q: use none, proxy or the name of a Docker network", m)
+	}
+	return rules, nil
+}
+
+// joinNetwork readies the network of exec's sandbox: a named network is
+// checked (and the user warned that no policy applies to it); in proxy
+// mode the Manager's egress side attaches it, with rules (from execEgress,
+// else the scope's [scope.NAME] table, else the stored policy). Undo with
+// Failed on the result when the run fails.
+func joinNetwork(ctx context.Context, dockerCli command.Cli, m *sbexec.Manager, c *config.Config, spec *sbexec.Spec, rules *policy.Rules) (*sbexec.Joined, error) {
+	switch spec.Network {
+	case "none":
+		return nil, nil
+	case "proxy":
+	default:
+		if err := checkNetwork(ctx, dockerCli.Client(), spec.Network, c.Source("network")); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: --network %s: the sandbox gets that network's access as it is; no egress policy applies (use --network proxy for allowlists)\n", spec.Network)
+		return nil, nil
+	}
+	if rules == nil {
+		if sp, ok := c.Scopes[spec.Scope]; ok {
+			r, err := policy.Rules{Allow: sp.Allow, AllowPorts: sp.AllowPorts, AllowCIDRs: sp.AllowCIDRs}.Normalize()
+			if err != nil {
+				return nil, core.Errorf(core.CodeBadConfig, "%s: [scope.%s]: %v", sp.Source, spec.Scope, err)
+			}
+			rules = &r
+		}
+	}
+	j, err := m.AttachNetwork(ctx, spec, rules)
+	if err != nil {
+		return nil, err
+	}
+	if j.Empty() {
+		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: scope %s has an empty egress policy: every connection is refused (give --allow HOST, or `docker sandbox egress policy %s --allow HOST`)\n", spec.Scope, spec.Scope)
+	}
+	return j, nil
 }
 
 // egressStatuser is what egress status and start ask of the sidecar

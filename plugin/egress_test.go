@@ -5,17 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
-	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
-func TestEgPlanExec(t *testing.T) {
+func TestExecEgress(t *testing.T) {
 	tests := []struct {
 		name                string
 		network             string // config's network (flag or file)
@@ -46,7 +44,8 @@ func TestEgPlanExec(t *testing.T) {
 			if tt.networkFlag {
 				_ = cmd.Flags().Set("network", tt.network)
 			}
-			p, err := egPlanExec(cmd, &config.Config{Network: tt.network}, tt.allow, tt.ports, tt.cidrs)
+			c := &config.Config{Network: tt.network}
+			rules, err := execEgress(cmd, c, tt.allow, tt.ports, tt.cidrs)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)
@@ -56,10 +55,10 @@ func TestEgPlanExec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.mode != tt.mode {
-				t.Fatalf("mode %q, want %q", p.mode, tt.mode)
+			if c.Network != tt.mode {
+				t.Fatalf("mode %q, want %q", c.Network, tt.mode)
 			}
-			if d := cmp.Diff(tt.rules, p.rules); d != "" {
+			if d := cmp.Diff(tt.rules, rules); d != "" {
 				t.Fatal(d)
 			}
 		})
@@ -84,40 +83,6 @@ func TestEgFilterTail(t *testing.T) {
 	}
 	if got := read("b", -1); got != `{"scope":"b","n":2}`+"\n"+`{"scope":"b","n":6}`+"\n" {
 		t.Fatalf("scope b: %q", got)
-	}
-}
-
-// A proxy URL is reused only from the target's own sandbox: a container
-// of that name with copied or missing labels, or another target's, is not.
-func TestEgIsSandboxOf(t *testing.T) {
-	tgt := core.Target{Scope: "s", Session: "x"}
-	mk := func(name string, labels map[string]string) container.InspectResponse {
-		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{Name: "/" + name}, Config: &container.Config{Labels: labels}}
-	}
-	ok := map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSandbox, core.LabelScope: "s", core.LabelSession: "x"}
-	with := func(k, v string) map[string]string {
-		m := map[string]string{}
-		for a, b := range ok {
-			m[a] = b
-		}
-		m[k] = v
-		return m
-	}
-	if !egIsSandboxOf(mk(tgt.ContainerName(), ok), tgt) {
-		t.Fatal("the sandbox itself refused")
-	}
-	for name, c := range map[string]container.InspectResponse{
-		"no labels":          mk(tgt.ContainerName(), nil),
-		"another kind":       mk(tgt.ContainerName(), with(core.LabelKind, "egress-sidecar")),
-		"not managed":        mk(tgt.ContainerName(), with(core.LabelManaged, "")),
-		"another session":    mk(tgt.ContainerName(), with(core.LabelSession, "y")),
-		"another name":       mk("docker-sandbox-s", ok),
-		"a plugin object":    mk("docker-sandbox.egress", ok),
-		"a user's container": mk("web", ok),
-	} {
-		if egIsSandboxOf(c, tgt) {
-			t.Errorf("%s: taken for the sandbox", name)
-		}
 	}
 }
 

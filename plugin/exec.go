@@ -128,7 +128,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}); err != nil {
 		return err
 	}
-	egPlan, err := egPlanExec(cmd, c, o.allow, o.allowPort, o.allowCIDR)
+	egRules, err := execEgress(cmd, c, o.allow, o.allowPort, o.allowCIDR)
 	if err != nil {
 		return err
 	}
@@ -228,15 +228,16 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	if err := egPlan.apply(ctx, dockerCli, c, &spec); err != nil {
+	m := manager(dockerCli, c)
+	joined, err := joinNetwork(ctx, dockerCli, m, c, &spec, egRules)
+	if err != nil {
 		return err
 	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version, MaxSandboxes: c.MaxSandboxes}
 	core.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
 	core.Debugf("after run")
 	if runErr != nil {
-		egPlan.failed(ctx, spec, res.Created)
+		joined.Failed(ctx, res.Created)
 	}
 	// What this call created goes again with --rm (one-shot), and when the
 	// image could not run the language at all (interpreter missing or not
