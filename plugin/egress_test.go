@@ -45,7 +45,7 @@ func TestExecEgress(t *testing.T) {
 				_ = cmd.Flags().Set("network", tt.network)
 			}
 			c := &config.Config{Network: tt.network}
-			rules, err := execEgress(cmd, c, tt.allow, tt.ports, tt.cidrs)
+			rules, err := execEgress(cmd, c, egressRuleFlags{allow: tt.allow, ports: tt.ports, cidrs: tt.cidrs})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)

@@ -34,9 +34,7 @@ type execOptions struct {
 	workdir   string
 	image     string
 	network   string
-	allow     []string
-	allowPort []string
-	allowCIDR []string
+	egress    egressRuleFlags
 	memory    string
 	cpus      string
 	pids      string
@@ -76,9 +74,7 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
 	f.StringVar(&o.image, "image", "", "Image to run in (default: the built-in runtime image)")
 	f.StringVar(&o.network, "network", "", "Network: none (default), proxy (only through the egress proxy, under the scope's allowlist), or a Docker network's name")
-	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST: pypi.org, *.example.com, * (implies --network proxy; repeatable)")
-	f.StringSliceVar(&o.allowPort, "allow-port", nil, "Allowed destination port (default 80 and 443; implies --network proxy; repeatable)")
-	f.StringSliceVar(&o.allowCIDR, "allow-cidr", nil, "Allowed address range, private ones included (implies --network proxy; repeatable)")
+	o.egress.add(f, true)
 	f.StringVarP(&o.memory, "memory", "m", "", "Memory limit, swap included (default 1g)")
 	f.StringVar(&o.cpus, "cpus", "", "Number of CPUs (default 1)")
 	f.StringVar(&o.pids, "pids", "", "Process limit (default 256)")
@@ -128,7 +124,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}); err != nil {
 		return err
 	}
-	egRules, err := execEgress(cmd, c, o.allow, o.allowPort, o.allowCIDR)
+	egRules, err := execEgress(cmd, c, o.egress)
 	if err != nil {
 		return err
 	}

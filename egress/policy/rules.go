@@ -28,6 +28,20 @@ type Rules struct {
 	AllowCIDRs []string `json:"allow_cidrs"`
 }
 
+// Lists returns r with every nil list empty (JSON shows [], not null).
+func (r Rules) Lists() Rules {
+	if r.Allow == nil {
+		r.Allow = []string{}
+	}
+	if r.AllowPorts == nil {
+		r.AllowPorts = []int{}
+	}
+	if r.AllowCIDRs == nil {
+		r.AllowCIDRs = []string{}
+	}
+	return r
+}
+
 // Normalize returns r with patterns and prefixes in canonical form, sorted
 // and without duplicates, and validates it.
 func (r Rules) Normalize() (Rules, error) {
