@@ -68,6 +68,7 @@ type egressRuleFlags struct {
 	allow []string
 	ports []string
 	cidrs []string
+	deny  []string
 }
 
 // add registers the flags; forExec: exec's help (each implies --network
@@ -77,30 +78,32 @@ func (r *egressRuleFlags) add(f *pflag.FlagSet, forExec bool) {
 		f.StringSliceVar(&r.allow, "allow", nil, "Allow egress to HOST: pypi.org, *.example.com, * (implies --network proxy; repeatable)")
 		f.StringSliceVar(&r.ports, "allow-port", nil, "Allowed destination port (default 80 and 443; implies --network proxy; repeatable)")
 		f.StringSliceVar(&r.cidrs, "allow-cidr", nil, "Allowed address range, private ones included (implies --network proxy; repeatable)")
+		f.StringSliceVar(&r.deny, "deny", nil, "Refuse egress to HOST even when an --allow matches: *.internal.example (implies --network proxy; repeatable)")
 		return
 	}
 	f.StringSliceVar(&r.allow, "allow", nil, "Allow HOST: pypi.org, *.example.com (subdomains), * (any public host) (repeatable, comma-separated)")
 	f.StringSliceVar(&r.ports, "allow-port", nil, "Allowed destination port (default 80 and 443) (repeatable)")
 	f.StringSliceVar(&r.cidrs, "allow-cidr", nil, "Allowed address range, private ones included (repeatable)")
+	f.StringSliceVar(&r.deny, "deny", nil, "Refuse HOST even when an --allow matches: *.internal.example (repeatable, comma-separated)")
 }
 
 // names lists the flags, for messages.
-func (r *egressRuleFlags) names() string { return "--allow, --allow-port and --allow-cidr" }
+func (r *egressRuleFlags) names() string { return "--allow, --allow-port, --allow-cidr and --deny" }
 
 // given reports whether any rule flag has a value.
 func (r *egressRuleFlags) given() bool {
-	return len(r.allow) > 0 || len(r.ports) > 0 || len(r.cidrs) > 0
+	return len(r.allow) > 0 || len(r.ports) > 0 || len(r.cidrs) > 0 || len(r.deny) > 0
 }
 
 // changed reports whether any rule flag was set on the command line.
 func (r *egressRuleFlags) changed(cmd *cobra.Command) bool {
 	f := cmd.Flags()
-	return f.Changed("allow") || f.Changed("allow-port") || f.Changed("allow-cidr")
+	return f.Changed("allow") || f.Changed("allow-port") || f.Changed("allow-cidr") || f.Changed("deny")
 }
 
 // rules builds the policy the flags give, validated.
 func (r *egressRuleFlags) rules() (policy.Rules, error) {
-	out := policy.Rules{Allow: r.allow, AllowCIDRs: r.cidrs}
+	out := policy.Rules{Allow: r.allow, AllowCIDRs: r.cidrs, Deny: r.deny}
 	for _, p := range r.ports {
 		for _, s := range strings.Split(p, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -119,7 +122,7 @@ func (r *egressRuleFlags) rules() (policy.Rules, error) {
 
 // scopeRules is the policy of a [scope.NAME] table.
 func scopeRules(sp config.ScopePolicy) policy.Rules {
-	return policy.Rules{Allow: sp.Allow, AllowPorts: sp.AllowPorts, AllowCIDRs: sp.AllowCIDRs}
+	return policy.Rules{Allow: sp.Allow, AllowPorts: sp.AllowPorts, AllowCIDRs: sp.AllowCIDRs, Deny: sp.Deny}
 }
 
 // egPrintRules prints a policy's lists, one a line, after "scope:".
@@ -127,6 +130,7 @@ func egPrintRules(out io.Writer, r policy.Rules) {
 	fmt.Fprintf(out, "allow:  %s\n", egList(r.Allow, "(nothing)"))
 	fmt.Fprintf(out, "ports:  %s\n", egPorts(r.AllowPorts))
 	fmt.Fprintf(out, "cidrs:  %s\n", egList(r.AllowCIDRs, "(none)"))
+	fmt.Fprintf(out, "deny:   %s\n", egList(r.Deny, "(none)"))
 }
 
 // execEgress validates exec's --network, --allow, --allow-port and
@@ -290,6 +294,7 @@ var egressScopesFormat = listFormat[egressScopeRow]{
 		{"Allow", "ALLOW", func(r egressScopeRow) string { return egList(r.policy.Allow, "-") }},
 		{"Ports", "PORTS", func(r egressScopeRow) string { return egPorts(r.policy.AllowPorts) }},
 		{"CIDRs", "CIDRS", func(r egressScopeRow) string { return egList(r.policy.AllowCIDRs, "-") }},
+		{"Deny", "DENY", func(r egressScopeRow) string { return egList(r.policy.Deny, "-") }},
 	},
-	table: `table {{.Scope}}\t{{.Network}}\t{{.Subnet}}\t{{.Proxy}}\t{{.Sandboxes}}\t{{.Allow}}\t{{.Ports}}\t{{.CIDRs}}`,
+	table: `table {{.Scope}}\t{{.Network}}\t{{.Subnet}}\t{{.Proxy}}\t{{.Sandboxes}}\t{{.Allow}}\t{{.Ports}}\t{{.CIDRs}}\t{{.Deny}}`,
 }

@@ -15,20 +15,26 @@ import (
 
 func TestExecEgress(t *testing.T) {
 	tests := []struct {
-		name                string
-		network             string // config's network (flag or file)
-		networkFlag         bool
-		allow, ports, cidrs []string
-		mode                string
-		rules               *policy.Rules
-		err                 string
+		name                      string
+		network                   string // config's network (flag or file)
+		networkFlag               bool
+		allow, ports, cidrs, deny []string
+		mode                      string
+		rules                     *policy.Rules
+		err                       string
 	}{
 		{name: "default", network: "none", mode: "none"},
 		{name: "proxy", network: "proxy", mode: "proxy"},
 		{name: "allow implies proxy", network: "none", allow: []string{"PyPI.org", "*.pythonhosted.org"}, mode: "proxy",
-			rules: &policy.Rules{Allow: []string{"*.pythonhosted.org", "pypi.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}}},
+			rules: &policy.Rules{Allow: []string{"*.pythonhosted.org", "pypi.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{}}},
 		{name: "ports and cidrs", network: "proxy", networkFlag: true, ports: []string{"8443,443"}, cidrs: []string{"10.1.2.3/16"}, mode: "proxy",
-			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{"10.1.0.0/16"}}},
+			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{"10.1.0.0/16"}, Deny: []string{}}},
+		{name: "deny beside allow", network: "none", allow: []string{"*"}, deny: []string{"*.Internal.Example"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{"*"}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{"*.internal.example"}}},
+		{name: "deny alone implies proxy", network: "none", deny: []string{"x.test"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{"x.test"}}},
+		{name: "bad deny pattern", network: "none", allow: []string{"*"}, deny: []string{"a.*.b"}, err: "deny: bad host pattern"},
+		{name: "deny with network none", network: "none", networkFlag: true, deny: []string{"x.test"}, err: "need --network proxy"},
 		{name: "allow with network none", network: "none", networkFlag: true, allow: []string{"x.test"}, err: "need --network proxy"},
 		{name: "bad pattern", network: "none", allow: []string{"a.*.b"}, err: "bad host pattern"},
 		{name: "bad port", network: "none", ports: []string{"0"}, err: "--allow-port"},
@@ -45,7 +51,7 @@ func TestExecEgress(t *testing.T) {
 				_ = cmd.Flags().Set("network", tt.network)
 			}
 			c := &config.Config{Network: tt.network}
-			rules, err := execEgress(cmd, c, egressRuleFlags{allow: tt.allow, ports: tt.ports, cidrs: tt.cidrs})
+			rules, err := execEgress(cmd, c, egressRuleFlags{allow: tt.allow, ports: tt.ports, cidrs: tt.cidrs, deny: tt.deny})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)

@@ -53,7 +53,7 @@ var crossRules = []struct{ key, max string }{
 const scopeTable = "scope"
 
 // scopeKeys are the keys of a [scope.NAME] table.
-var scopeKeys = []string{"allow", "allow_ports", "allow_cidrs"}
+var scopeKeys = []string{"allow", "allow_ports", "allow_cidrs", "deny"}
 
 // ScopeKeys are the keys of a [scope.NAME] table, in the order `config`
 // shows them.
