@@ -28,6 +28,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
 // Names and fixed values.
@@ -183,24 +184,9 @@ func settingsFromLabels(l map[string]string) Settings {
 // NetworkName is a scope's network.
 func NetworkName(scope string) string { return NetworkPrefix + scope }
 
-// Attachment is what a proxy-mode sandbox of a scope is created with.
-type Attachment struct {
-	Network string // the scope's network
-	// NetworkCreated is set when this call made the network.
-	NetworkCreated bool
-	// Env holds HTTP_PROXY, HTTPS_PROXY, their lower-case forms, NO_PROXY.
-	Env []string
-	// DNS is the sandbox's resolver: an address nothing answers on, with
-	// DNSOptions making lookups fail fast.
-	DNS        []string
-	DNSOptions []string
-	ProxyURL   string
-	// Rules is the scope's policy, unless Known.
-	Rules policy.Rules
-	// Known is set when the existing sandbox's proxy URL was reused and
-	// the policy not looked at.
-	Known bool
-}
+// Attachment is what a proxy-mode sandbox of a scope is created with (the
+// type of exec's Network, which Manager implements).
+type Attachment = sbexec.Attachment
 
 // ProxyURLFrom returns the HTTP_PROXY value of a container environment.
 func ProxyURLFrom(env []string) string {

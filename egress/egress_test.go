@@ -160,4 +160,18 @@ func TestSummarize(t *testing.T) {
 	if len(only.Allowed) != 0 || len(only.Denied) != 1 {
 		t.Fatalf("--scope s2: %+v", only)
 	}
+
+	// Learned under --allow '*' --deny: a denied host was not used, and the
+	// suggestion (which lists what was used) does not grant it.
+	log = strings.Join([]string{
+		line("s3", "pypi.org", 443, "allow", "allowed", "151.101.0.223", 0),
+		line("s3", "db.internal.example", 443, "deny", "host_denied", "", 1),
+	}, "\n")
+	s, _ = Summarize(strings.NewReader(log), "s3")
+	if want := "docker sandbox egress policy s3 --allow pypi.org --allow-port 443"; s.Suggested["s3"] != want {
+		t.Fatalf("suggested %q, want %q", s.Suggested["s3"], want)
+	}
+	if len(s.Denied) != 1 || s.Denied[0].Codes[0] != "host_denied" {
+		t.Fatalf("denied: %+v", s.Denied)
+	}
 }

@@ -778,10 +778,11 @@ func (m *Manager) ensureNetwork(ctx context.Context, scope string, s Settings) (
 // scope's network exists with the sidecar on it, the sidecar knows the
 // engine's networks as they are now, and the scope has a credential.
 // rules, when not nil, replace the scope's policy; otherwise the stored
-// policy stays (empty for a new scope: everything denied). known is the
-// proxy URL of the scope's existing sandbox, if any: without rules, it is
-// reused as it is.
-func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules, known string) (Attachment, error) {
+// policy stays (empty for a new scope: everything denied). env is the
+// environment of the scope's existing sandbox, if any: without rules, its
+// proxy URL is reused as it is.
+func (m *Manager) Attach(ctx context.Context, scope string, rules *policy.Rules, env []string) (Attachment, error) {
+	known := ProxyURLFrom(env)
 	c, s, err := m.Ensure(ctx)
 	if err != nil {
 		return Attachment{}, err
@@ -999,40 +1000,4 @@ func (m *Manager) waitGone(ctx context.Context) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// RemoveScope removes a scope's network (when no sandbox uses it: the
-// sidecar is disconnected from it first) and, with forget, its credential
-// and policy. It is for `rm`, `prune`, and a failed first exec. A network
-// of that name that is not the plugin's scope network is left alone.
-func (m *Manager) RemoveScope(ctx context.Context, scope string, forget bool) error {
-	n, err := m.Engine.NetworkInspect(ctx, NetworkName(scope), network.InspectOptions{})
-	if notFound(err) {
-		return nil
-	}
-	if err != nil {
-		return core.EngineError(err, "cannot inspect network "+NetworkName(scope))
-	}
-	if got, _, ok := scopeNetwork(n); !ok || got != scope {
-		return core.Errorf(core.CodeEngineError, "network %s is not a docker sandbox scope network: left alone", n.Name)
-	}
-	c, err := m.sidecar(ctx)
-	if err != nil {
-		return err
-	}
-	for id, ep := range n.Containers {
-		if c == nil || id != c.ID {
-			return core.Errorf(core.CodeScopeBusy, "network %s is still used by %s", n.Name, ep.Name)
-		}
-	}
-	if c != nil {
-		_ = m.Engine.NetworkDisconnect(ctx, n.ID, c.ID, true)
-	}
-	if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
-		return core.EngineError(err, "cannot remove network "+NetworkName(scope))
-	}
-	if forget && running(c) {
-		_, _ = m.helperExec(ctx, c.ID, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, nil)
-	}
-	return nil
 }

@@ -262,8 +262,8 @@ func TestSquattedObjectsRefused(t *testing.T) {
 		bridgeNet(NetworkName("s"), "192.168.50.0/24", "192.168.50.1", scopeLabels("s"), false),
 	}, containers: map[string]container.InspectResponse{}}
 	m := &Manager{Engine: f}
-	if err := m.RemoveScope(ctx, "s", true); err == nil || len(f.removed) != 0 {
-		t.Errorf("RemoveScope of a look-alike: %v, removed %v", err, f.removed)
+	if ok, err := m.Release(ctx, "s"); ok || err != nil || len(f.removed) != 0 {
+		t.Errorf("Release of a look-alike: %v %v, removed %v", ok, err, f.removed)
 	}
 	if nets, _ := m.scopeNetworks(ctx); len(nets) != 0 {
 		t.Errorf("listed a look-alike: %v", nets)

@@ -49,26 +49,14 @@ type NetworkStatus struct {
 
 // ScopePolicy is one scope's policy.
 type ScopePolicy struct {
-	Scope      string    `json:"scope"`
-	Allow      []string  `json:"allow"`
-	AllowPorts []int     `json:"allow_ports"`
-	AllowCIDRs []string  `json:"allow_cidrs"`
-	Updated    time.Time `json:"updated"`
+	Scope string `json:"scope"`
+	policy.Rules
+	Updated time.Time `json:"updated"`
 }
 
 // PolicyOf turns a policy file entry into its JSON view.
 func PolicyOf(name string, s policy.Scope) ScopePolicy {
-	p := ScopePolicy{Scope: name, Allow: s.Allow, AllowPorts: s.AllowPorts, AllowCIDRs: s.AllowCIDRs, Updated: s.Updated}
-	if p.Allow == nil {
-		p.Allow = []string{}
-	}
-	if p.AllowPorts == nil {
-		p.AllowPorts = []int{}
-	}
-	if p.AllowCIDRs == nil {
-		p.AllowCIDRs = []string{}
-	}
-	return p
+	return ScopePolicy{Scope: name, Rules: s.Rules.Lists(), Updated: s.Updated}
 }
 
 // Status reports the sidecar, its networks, policies and counters.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -50,27 +48,6 @@ const (
 
 // States lists every state, for --filter state=.
 var States = []string{StateRunning, StateIdle, StateExpired, StateStarting, StatePaused, StateStopping}
-
-// lifecycleEngine is the Engine API the lifecycle commands use beyond Engine.
-// The Docker client implements it.
-type lifecycleEngine interface {
-	Engine
-	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
-	ContainerWait(ctx context.Context, container string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
-	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
-	NetworkInspect(ctx context.Context, network string, options network.InspectOptions) (network.Inspect, error)
-	NetworkRemove(ctx context.Context, network string) error
-	NetworkDisconnect(ctx context.Context, network, container string, force bool) error
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
-}
-
-func (m *Manager) lc() (lifecycleEngine, error) {
-	e, ok := m.Engine.(lifecycleEngine)
-	if !ok {
-		return nil, core.Errorf(core.CodeInternal, "the engine client does not offer the calls the lifecycle commands need")
-	}
-	return e, nil
-}
 
 // Sandbox is one row of `ls` (a target with a container, or data only).
 type Sandbox struct {
@@ -210,10 +187,7 @@ const parallelism = 8
 // (for its execs), one event query for the idle ones, and with Size a probe
 // container that reads the volumes. Nothing runs in any sandbox.
 func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
-	e, err := m.lc()
-	if err != nil {
-		return nil, err
-	}
+	e := m.Engine
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -357,7 +331,7 @@ func containerState(engineState string) string {
 
 // refine inspects the running containers (their execs: running or idle) and
 // finds the last use of the idle ones.
-func (m *Manager) refine(ctx context.Context, e lifecycleEngine, rows []*Sandbox, now time.Time) {
+func (m *Manager) refine(ctx context.Context, e Engine, rows []*Sandbox, now time.Time) {
 	var live []*Sandbox
 	for _, s := range rows {
 		if s.ctr != nil && (s.ctr.State == "running" || s.ctr.State == "paused") {
@@ -404,7 +378,7 @@ func (m *Manager) refine(ctx context.Context, e lifecycleEngine, rows []*Sandbox
 
 // lastExecEnds moves each idle sandbox's LastUsed to the newest exec_die event
 // of its container that the engine still remembers.
-func lastExecEnds(ctx context.Context, e lifecycleEngine, rows []*Sandbox, now time.Time) {
+func lastExecEnds(ctx context.Context, e Engine, rows []*Sandbox, now time.Time) {
 	since := now
 	byID := map[string]*Sandbox{}
 	for _, s := range rows {
@@ -477,7 +451,7 @@ func anyRunning(es []ExecInfo) bool {
 // (docker system df) computes every image and layer on API 1.41, which takes
 // tens of seconds on a busy engine, and refuses concurrent callers. A size
 // stays null when the walk was incomplete or failed.
-func (m *Manager) sizes(ctx context.Context, e lifecycleEngine, rows []*Sandbox) error {
+func (m *Manager) sizes(ctx context.Context, e Engine, rows []*Sandbox) error {
 	var vols []string
 	for _, s := range rows {
 		vols = append(vols, s.Volumes...)
@@ -542,70 +516,22 @@ func testRunScope() string { return os.Getenv("DOCKER_SANDBOX_TEST_RUN") }
 
 var errBusy = errors.New("busy")
 
-// RemoveScopeNetwork removes the scope's egress network (proxy mode) when it
-// is the plugin's own (OwnScopeNetwork) and no container but the egress
-// sidecar is on it (the sidecar is disconnected first). `rm SCOPE` calls it
-// whether or not the scope still had a container or data: a proxy-mode
-// scope whose container and volumes are gone still has its network. It
-// reports whether it removed one; a network of that name that is not the
-// plugin's own is left alone.
+// RemoveScopeNetwork removes the scope's egress network when no sandbox
+// uses it (Network.Release): `rm SCOPE` calls it whether or not the scope
+// still had a container or data. It reports whether it removed one.
 func (m *Manager) RemoveScopeNetwork(ctx context.Context, scope string) (bool, error) {
-	e, err := m.lc()
-	if err != nil {
-		return false, err
-	}
-	name := scopeNetPrefix + scope
-	n, err := e.NetworkInspect(ctx, name, network.InspectOptions{})
-	if isNotFound(err) {
+	if m.Network == nil {
 		return false, nil
 	}
-	if err != nil {
-		return false, core.EngineError(err, "cannot inspect network "+name)
-	}
-	if s, ok := OwnScopeNetwork(n.Name, n.Labels); !ok || s != scope {
-		return false, nil
-	}
-	var sidecar []string
-	for id, ep := range n.Containers {
-		if ep.Name != ownSidecarName {
-			return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is still used by container %s; run the rm again once it is gone, or remove it", name, scope, ep.Name)
-		}
-		sidecar = append(sidecar, id)
-	}
-	for _, id := range sidecar {
-		_ = e.NetworkDisconnect(ctx, n.ID, id, true)
-	}
-	err = e.NetworkRemove(ctx, n.ID)
-	switch {
-	case err == nil:
-		return true, nil
-	case isNotFound(err):
-		return false, nil
-	case isConflict(err) || strings.Contains(err.Error(), "active endpoints"):
-		return false, core.Errorf(core.CodeScopeBusy, "network %s of scope %s is in use again (a call re-created the sandbox meanwhile); run the rm again once it is idle", name, scope)
-	default:
-		return false, core.EngineError(err, "cannot remove network "+name)
-	}
+	return m.Network.Release(ctx, scope)
 }
 
 // ScopeNetworkScopes lists the scopes that have an egress network of the
-// plugin's own (OwnScopeNetwork), with extra label filters: `rm --all` also
+// plugin's own (Network.Scopes), with extra label filters: `rm --all` also
 // removes those of scopes that have nothing else left.
 func (m *Manager) ScopeNetworkScopes(ctx context.Context, labels []string) ([]string, error) {
-	e, err := m.lc()
-	if err != nil {
-		return nil, err
+	if m.Network == nil {
+		return nil, nil
 	}
-	f := managedFilter(kindScopeNetwork, labels)
-	nets, err := e.NetworkList(ctx, network.ListOptions{Filters: f})
-	if err != nil {
-		return nil, core.EngineError(err, "cannot list the scope networks")
-	}
-	var out []string
-	for _, n := range nets {
-		if s, ok := OwnScopeNetwork(n.Name, n.Labels); ok {
-			out = append(out, s)
-		}
-	}
-	return sortedStrings(out), nil
+	return m.Network.Scopes(ctx, labels)
 }

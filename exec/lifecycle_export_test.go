@@ -3,8 +3,6 @@ package exec
 // The names and kinds of the plugin's objects that other packages make, for
 // TestOwnNamesMatchTheirMakers (package exec_test, which can import them).
 const (
-	OwnSidecarNameForTest    = ownSidecarName
-	KindSidecarForTest       = kindSidecar
 	ScopeNetPrefixForTest    = scopeNetPrefix
 	KindScopeNetworkForTest  = kindScopeNetwork
 	HelperVolumeStartForTest = helperVolumeStart

@@ -34,8 +34,6 @@ import (
 // (egress, images: they import this one). TestOwnNamesMatchTheirMakers
 // checks that they agree.
 const (
-	ownSidecarName    = core.PluginObjectPrefix + "egress"  // egress.SidecarName
-	kindSidecar       = "egress-sidecar"                    // egress.KindSidecar
 	scopeNetPrefix    = core.PluginObjectPrefix + "net."    // egress.NetworkPrefix
 	kindScopeNetwork  = "egress-network"                    // egress.KindNetwork
 	helperVolumeStart = core.PluginObjectPrefix + "helper." // images.Builder.HelperVolume
@@ -160,9 +158,4 @@ func ownSeeder(c *container.Summary) bool {
 func ownProbe(c *container.Summary) bool {
 	return managedAs(c.Labels, core.KindProbe) && strings.HasPrefix(primaryName(c.Names), probeNameStart) &&
 		strings.HasPrefix(c.Command, core.HelperPath+" status --newest ")
-}
-
-// ownSidecar: the egress sidecar (its fixed name and kind).
-func ownSidecar(c *container.Summary) bool {
-	return managedAs(c.Labels, kindSidecar) && primaryName(c.Names) == ownSidecarName
 }

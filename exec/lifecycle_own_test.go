@@ -13,8 +13,6 @@ import (
 // agree, or prune would stop recognising (or start ignoring) them.
 func TestOwnNamesMatchTheirMakers(t *testing.T) {
 	for _, c := range []struct{ what, got, want string }{
-		{"sidecar name", sbexec.OwnSidecarNameForTest, egress.SidecarName},
-		{"sidecar kind", sbexec.KindSidecarForTest, egress.KindSidecar},
 		{"scope network prefix", sbexec.ScopeNetPrefixForTest, egress.NetworkPrefix},
 		{"scope network kind", sbexec.KindScopeNetworkForTest, egress.KindNetwork},
 	} {

@@ -83,7 +83,7 @@ type newestInfo struct {
 //     engine did not remove them, or a creation failed half-way);
 //   - seeder and probe containers, which never outlive the call that made
 //     them;
-//   - the egress sidecar when no sandbox uses the proxy;
+//   - the egress sidecar when no sandbox uses the proxy (Network.PrunePlan);
 //   - scope networks of a scope without a sandbox container;
 //   - helper volumes of other plugin versions that no container uses;
 //   - with DataAge, the volumes of sandboxes whose container is gone and whose
@@ -94,10 +94,7 @@ type newestInfo struct {
 // Everything younger than Grace is spared.
 func (m *Manager) Prune(ctx context.Context, o PruneOptions) (PruneReport, error) {
 	rep := PruneReport{DryRun: o.DryRun, Objects: []PruneItem{}, Kept: []PruneItem{}}
-	e, err := m.lc()
-	if err != nil {
-		return rep, err
-	}
+	e := m.Engine
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -105,7 +102,12 @@ func (m *Manager) Prune(ctx context.Context, o PruneOptions) (PruneReport, error
 	if err != nil {
 		return rep, err
 	}
-	ctrs, survivors := planContainers(inv.containers, o.Now, o.Grace)
+	ctrs, survivors, proxyUsed := planContainers(inv.containers, o.Now, o.Grace)
+	if m.Network != nil {
+		// The sidecar, decided last: when no sandbox uses the proxy.
+		rm, keep := m.Network.PrunePlan(inv.containers, proxyUsed, o.Now, o.Grace)
+		ctrs, survivors = append(ctrs, rm...), append(survivors, keep...)
+	}
 	var newest map[string]newestInfo
 	cands := dataCandidates(inv.volumes, survivors)
 	if o.DataAge && len(cands) > 0 {
@@ -171,7 +173,7 @@ func (m *Manager) Prune(ctx context.Context, o PruneOptions) (PruneReport, error
 	return rep, nil
 }
 
-func (m *Manager) pruneInventory(ctx context.Context, e lifecycleEngine, labels []string) (pruneInventory, error) {
+func (m *Manager) pruneInventory(ctx context.Context, e Engine, labels []string) (pruneInventory, error) {
 	var inv pruneInventory
 	var err error
 	f := managedFilter("", labels)
@@ -193,7 +195,8 @@ func older(created, now time.Time, grace time.Duration) bool {
 	return !created.IsZero() && now.Sub(created) >= grace
 }
 
-func ctrItem(c container.Summary, reason string) PruneItem {
+// ContainerItem is the PruneItem of a container, with why it goes.
+func ContainerItem(c container.Summary, reason string) PruneItem {
 	name := c.ID
 	if len(c.Names) > 0 {
 		name = strings.TrimPrefix(c.Names[0], "/")
@@ -202,12 +205,12 @@ func ctrItem(c container.Summary, reason string) PruneItem {
 		Scope: c.Labels[core.LabelScope], Session: c.Labels[core.LabelSession], Reason: reason}
 }
 
-// planContainers decides which containers go, and returns the others. It
-// considers only the plugin's own containers (OwnSandbox, ownSeeder,
-// ownProbe, ownSidecar): a look-alike is neither removed nor a survivor.
-func planContainers(cs []container.Summary, now time.Time, grace time.Duration) (remove []PruneItem, survivors []container.Summary) {
-	var sidecars []container.Summary
-	proxyUsed := false
+// planContainers decides which containers go, and returns the others, and
+// whether a surviving sandbox uses the proxy. It considers only the
+// plugin's own containers (OwnSandbox, ownSeeder, ownProbe): a look-alike is
+// neither removed nor a survivor; the egress sidecar is decided by
+// Network.PrunePlan.
+func planContainers(cs []container.Summary, now time.Time, grace time.Duration) (remove []PruneItem, survivors []container.Summary, proxyUsed bool) {
 	for i := range cs {
 		c := cs[i]
 		created := time.Unix(c.Created, 0)
@@ -218,10 +221,10 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 			}
 			switch {
 			case c.State == "exited" || c.State == "dead":
-				remove = append(remove, ctrItem(c, "expired: its helper exited and the container was not removed"))
+				remove = append(remove, ContainerItem(c, "expired: its helper exited and the container was not removed"))
 				continue
 			case c.State == "created" && older(created, now, grace):
-				remove = append(remove, ctrItem(c, "expired: created but never started"))
+				remove = append(remove, ContainerItem(c, "expired: created but never started"))
 				continue
 			}
 			if c.Labels[core.LabelNetwork] == "proxy" {
@@ -229,25 +232,15 @@ func planContainers(cs []container.Summary, now time.Time, grace time.Duration) 
 			}
 		case ownSeeder(&c) || ownProbe(&c):
 			if older(created, now, grace) {
-				remove = append(remove, ctrItem(c, "orphan: a "+c.Labels[core.LabelKind]+" container left by an interrupted call"))
+				remove = append(remove, ContainerItem(c, "orphan: a "+c.Labels[core.LabelKind]+" container left by an interrupted call"))
 				continue
 			}
-		case ownSidecar(&c):
-			sidecars = append(sidecars, c)
-			continue
 		default:
-			continue // not ours
+			continue // not ours, or the egress side's
 		}
 		survivors = append(survivors, c)
 	}
-	for _, c := range sidecars {
-		if !proxyUsed && older(time.Unix(c.Created, 0), now, grace) {
-			remove = append(remove, ctrItem(c, "orphan: no sandbox uses it"))
-			continue
-		}
-		survivors = append(survivors, c)
-	}
-	return remove, survivors
+	return remove, survivors, proxyUsed
 }
 
 // dataCandidates are the plugin's own sandbox volumes (OwnVolume) whose
@@ -433,7 +426,7 @@ const probeBatch = 50
 // probeNewest learns when each volume's data was last written, and its size: a short-lived
 // container of the helper image (hardened like a sandbox, no network, the
 // volumes mounted read-only) runs `sandbox-helper status --newest`.
-func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []string) (map[string]newestInfo, error) {
+func (m *Manager) probeNewest(ctx context.Context, e Engine, vols []string) (map[string]newestInfo, error) {
 	if m.Images == nil {
 		return nil, core.Errorf(core.CodeInternal, "reading the data of sandboxes needs the helper image")
 	}
@@ -455,7 +448,7 @@ func (m *Manager) probeNewest(ctx context.Context, e lifecycleEngine, vols []str
 	return out, nil
 }
 
-func (m *Manager) probeOnce(ctx context.Context, e lifecycleEngine, ref string, vols []string, out map[string]newestInfo) error {
+func (m *Manager) probeOnce(ctx context.Context, e Engine, ref string, vols []string, out map[string]newestInfo) error {
 	status := wire.StatusArgs{Newest: true}
 	var mounts []mount.Mount
 	dirOf := map[string]string{}

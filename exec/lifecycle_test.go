@@ -188,14 +188,16 @@ func TestPlanContainers(t *testing.T) {
 		return container.Summary{ID: id, Names: []string{"/" + probeNameStart + id}, State: state, Created: created, Labels: kind(core.KindProbe),
 			Command: core.HelperPath + " status --newest /v/docker-sandbox-a.user"}
 	}
+	// The egress sidecar is decided by Network.PrunePlan (package egress).
 	sidecar := func(state string, created int64) container.Summary {
-		return container.Summary{ID: "proxy", Names: []string{"/" + ownSidecarName}, State: state, Created: created, Labels: kind(kindSidecar)}
+		return container.Summary{ID: "proxy", Names: []string{"/docker-sandbox.egress"}, State: state, Created: created, Labels: kind("egress-sidecar")}
 	}
 	tests := []struct {
 		name       string
 		cs         []container.Summary
 		wantRemove []string
 		wantKeep   []string
+		wantProxy  bool
 	}{
 		{
 			name: "sandboxes",
@@ -222,20 +224,20 @@ func TestPlanContainers(t *testing.T) {
 			wantKeep:   []string{"seeder-young", "probe-young"},
 		},
 		{
-			name:       "a sidecar nobody uses",
-			cs:         []container.Summary{sidecar("running", old), sb("running", old, "a")},
-			wantRemove: []string{"proxy"},
-			wantKeep:   []string{"a"},
+			name:     "no sandbox uses the proxy: the sidecar is not exec's",
+			cs:       []container.Summary{sidecar("running", old), sb("running", old, "a")},
+			wantKeep: []string{"a"},
 		},
 		{
-			name:     "a sidecar in use",
-			cs:       []container.Summary{sidecar("running", old), sb("running", old, "a", core.LabelNetwork, "proxy")},
-			wantKeep: []string{"a", "proxy"}, // sidecars are decided last
+			name:      "a sandbox uses the proxy",
+			cs:        []container.Summary{sidecar("running", old), sb("running", old, "a", core.LabelNetwork, "proxy")},
+			wantKeep:  []string{"a"},
+			wantProxy: true,
 		},
 		{
-			name:     "a young sidecar",
-			cs:       []container.Summary{sidecar("running", young)},
-			wantKeep: []string{"proxy"},
+			name:       "an expired sandbox does not use the proxy",
+			cs:         []container.Summary{sb("exited", old, "a", core.LabelNetwork, "proxy")},
+			wantRemove: []string{"a"},
 		},
 		{
 			name: "not ours",
@@ -262,7 +264,10 @@ func TestPlanContainers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rm, keep := planContainers(tc.cs, now, time.Minute)
+			rm, keep, proxy := planContainers(tc.cs, now, time.Minute)
+			if proxy != tc.wantProxy {
+				t.Errorf("proxy used %v, want %v", proxy, tc.wantProxy)
+			}
 			var gotRm, gotKeep []string
 			for _, it := range rm {
 				gotRm = append(gotRm, it.ID)
@@ -442,9 +447,9 @@ func TestPlanHelpersAndNetworks(t *testing.T) {
 // lcFake is a tiny engine for the claim protocol: one container whose execs
 // follow a script, and a helper whose drain answers drainCodes in turn.
 type lcFake struct {
-	lifecycleEngine // the calls these tests do not make
-	mu              sync.Mutex
-	running         bool
+	Engine  // the calls these tests do not make
+	mu      sync.Mutex
+	running bool
 	// execsAt returns the container's execs at the n-th inspect.
 	execsAt    func(n int) map[string]bool // exec ID -> running
 	inspects   int
@@ -540,7 +545,7 @@ func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
 	return f.volErr
 }
 
-var _ lifecycleEngine = (*lcFake)(nil)
+var _ Engine = (*lcFake)(nil)
 
 func TestRemoveSandboxClaim(t *testing.T) {
 	none := func(int) map[string]bool { return nil }
@@ -909,96 +914,6 @@ func TestRemovalAndLimitIgnoreLookAlikes(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"docker-sandbox-u1.s.ws", "docker-sandbox-u1.t.ws", "docker-sandbox-u1.user"}, f.volRemoved); d != "" {
 		t.Errorf("rm u1 removed volumes (-want +got):\n%s", d)
-	}
-}
-
-// netFake answers the network calls of RemoveScopeNetwork.
-type netFake struct {
-	lifecycleEngine
-	nets    map[string]network.Inspect
-	calls   []string
-	rmErr   error
-	inspErr error
-}
-
-func (f *netFake) NetworkInspect(ctx context.Context, name string, _ network.InspectOptions) (network.Inspect, error) {
-	if f.inspErr != nil {
-		return network.Inspect{}, f.inspErr
-	}
-	n, ok := f.nets[name]
-	if !ok {
-		return n, cerrdefs.ErrNotFound.WithMessage("network " + name + " not found")
-	}
-	return n, nil
-}
-
-func (f *netFake) NetworkDisconnect(ctx context.Context, id, ctr string, force bool) error {
-	f.calls = append(f.calls, "disconnect "+ctr)
-	return nil
-}
-
-func (f *netFake) NetworkRemove(ctx context.Context, id string) error {
-	f.calls = append(f.calls, "remove "+id)
-	return f.rmErr
-}
-
-func (f *netFake) NetworkList(ctx context.Context, o network.ListOptions) ([]network.Summary, error) {
-	var out []network.Summary
-	for _, n := range f.nets {
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func TestRemoveScopeNetwork(t *testing.T) {
-	own := func(scope string, ctrs ...string) network.Inspect {
-		n := network.Inspect{ID: "id-" + scope, Name: scopeNetPrefix + scope, Containers: map[string]network.EndpointResource{},
-			Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: kindScopeNetwork, core.LabelScope: scope}}
-		for _, c := range ctrs {
-			n.Containers["cid-"+c] = network.EndpointResource{Name: c}
-		}
-		return n
-	}
-	for _, tc := range []struct {
-		name      string
-		net       *network.Inspect
-		rmErr     error
-		wantOK    bool
-		wantCode  string
-		wantCalls []string
-	}{
-		{name: "no network"},
-		{name: "unused", net: ptr(own("u1")), wantOK: true, wantCalls: []string{"remove id-u1"}},
-		{name: "the sidecar on it", net: ptr(own("u1", ownSidecarName)), wantOK: true,
-			wantCalls: []string{"disconnect cid-" + ownSidecarName, "remove id-u1"}},
-		{name: "a container on it", net: ptr(own("u1", ownSidecarName, "docker-sandbox-u1")), wantCode: core.CodeScopeBusy},
-		{name: "in use again", net: ptr(own("u1")), rmErr: errors.New("error while removing network: network has active endpoints"),
-			wantCode: core.CodeScopeBusy, wantCalls: []string{"remove id-u1"}},
-		{name: "gone meanwhile", net: ptr(own("u1")), rmErr: cerrdefs.ErrNotFound.WithMessage("no such network"), wantCalls: []string{"remove id-u1"}},
-		{name: "a user's network of that name", net: func() *network.Inspect { n := own("u1"); n.Labels = nil; return &n }()},
-		{name: "labels of another scope", net: func() *network.Inspect { n := own("u1"); n.Labels[core.LabelScope] = "u2"; return &n }()},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := &netFake{nets: map[string]network.Inspect{}, rmErr: tc.rmErr}
-			if tc.net != nil {
-				f.nets[scopeNetPrefix+"u1"] = *tc.net
-			}
-			ok, err := (&Manager{Engine: f}).RemoveScopeNetwork(context.Background(), "u1")
-			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
-				t.Fatalf("want code %q, got %v", tc.wantCode, err)
-			}
-			if ok != tc.wantOK {
-				t.Errorf("removed %v, want %v", ok, tc.wantOK)
-			}
-			if d := cmp.Diff(tc.wantCalls, f.calls); d != "" {
-				t.Errorf("calls (-want +got):\n%s", d)
-			}
-		})
-	}
-	f := &netFake{nets: map[string]network.Inspect{"a": own("b"), "c": own("a"), "d": {Name: "users", Labels: own("x").Labels}}}
-	scopes, err := (&Manager{Engine: f}).ScopeNetworkScopes(context.Background(), nil)
-	if err != nil || !cmp.Equal(scopes, []string{"a", "b"}) {
-		t.Errorf("ScopeNetworkScopes: %v %v", scopes, err)
 	}
 }
 

@@ -41,6 +41,9 @@ type Images interface {
 type Manager struct {
 	Engine Engine
 	Images Images
+	// Network is the egress side, for proxy-mode sandboxes (AttachNetwork,
+	// a scope's rm, prune); nil for a Manager that needs none of them.
+	Network Network
 	// Version is the plugin's version (labels, spec hash).
 	Version string
 	// MaxSandboxes is the limit of live sandboxes on the engine (config

@@ -35,6 +35,7 @@ import (
 // fakeEngine is a tiny in-memory engine: containers by name, volumes, and
 // execs answered by a fake helper.
 type fakeEngine struct {
+	Engine     // the lifecycle calls these tests do not make
 	mu         sync.Mutex
 	containers map[string]*container.Config
 	hostcfg    map[string]*container.HostConfig

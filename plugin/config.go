@@ -142,7 +142,7 @@ func configText(key string, v any) string {
 		}
 	case map[string]any:
 		var parts []string
-		for _, k := range []string{"allow", "allow_ports", "allow_cidrs"} {
+		for _, k := range config.ScopeKeys() {
 			if l, ok := x[k]; ok {
 				parts = append(parts, k+"="+configList(l))
 			}

@@ -47,6 +47,7 @@ import (
 
 const (
 	egUpName      = "up.egress.test"
+	egDenyName    = "x.egress.test" // the upstream too, under another name (after egUpName in any order)
 	egSidecar     = "docker-sandbox.egress"
 	egCanaryPorts = "22,25,6379"
 )
@@ -206,7 +207,8 @@ func egSetup(t *testing.T) *egFixture {
 	}
 	f.upIP = c.NetworkSettings.Networks[f.outNet].IPAddress
 
-	f.startArgs = []string{"egress", "start", "--outbound-network", f.outNet, "--no-dns", "--add-host", egUpName + "=" + f.upIP}
+	f.startArgs = []string{"egress", "start", "--outbound-network", f.outNet, "--no-dns", "--add-host", egUpName + "=" + f.upIP,
+		"--add-host", egDenyName + "=" + f.upIP}
 	r := sb(t, append(f.startArgs, "--replace")...) // whatever settings a volume kept
 	t.Cleanup(func() {
 		r := sb(t, "egress", "stop", "--rm")
@@ -913,7 +915,7 @@ for name, fu in futs.items():
 			}
 			return st
 		}
-		wantHosts := egUpName + "=" + f.upIP
+		wantHosts := egUpName + "=" + f.upIP + " " + egDenyName + "=" + f.upIP
 		for _, stop := range [][]string{{"egress", "stop"}, {"egress", "stop", "--rm"}} {
 			wantCode(t, sb(t, stop...), 0)
 			// Other settings while stopped or removed: refused, nothing made.
@@ -989,6 +991,82 @@ R["other host"] = connect("evil.test:443")
 			if got := fmt.Sprint(res[k]["status"]); got != w {
 				t.Errorf("enforcing, %s: %v, want %s", k, res[k], w)
 			}
+		}
+		egCheckUpstream(t, f)
+	})
+
+	t.Run("deny beats allow", func(t *testing.T) {
+		// --allow '*' --deny NAME: requests to NAME are refused
+		// (host_denied) and not a byte reaches the upstream; the same
+		// upstream under another name passes. The policy shows the deny;
+		// the summary suggests only what was used.
+		s := newScope(t)
+		args := []string{"-s", s, "--allow", "*", "--allow-cidr", f.upIP + "/32", "--deny", egDenyName}
+		tok := randID(6)
+		conns := func() (n int) {
+			for _, l := range strings.Split(egUpstreamLog(t, f), "\n") {
+				if strings.HasPrefix(l, "CONN ") || strings.HasPrefix(l, "REQ ") {
+					n++
+				}
+			}
+			return n
+		}
+		before := conns()
+		res := egResults(t, args, `
+R["http"] = get("http://`+egDenyName+`/deny-`+tok+`", host="`+egDenyName+`")
+R["https"] = connect("`+egDenyName+`:443")
+`)
+		for _, k := range []string{"http", "https"} {
+			if fmt.Sprint(res[k]["status"]) != "403" || res[k]["code"] != "host_denied" {
+				t.Errorf("denied name, %s: %v, want 403 host_denied", k, res[k])
+			}
+		}
+		if log := egUpstreamLog(t, f); strings.Contains(log, "deny-"+tok) || conns() != before {
+			t.Fatalf("a request to the denied name reached the upstream:\n%s", log)
+		}
+		res = egResults(t, args, `
+R["http"] = get("http://`+egUpName+`/allow-`+tok+`", host="`+egUpName+`")
+R["https"] = connect("`+egUpName+`:443")
+`)
+		for _, k := range []string{"http", "https"} {
+			if fmt.Sprint(res[k]["status"]) != "200" {
+				t.Errorf("the other name, %s: %v, want 200", k, res[k])
+			}
+		}
+		poll(t, 10*time.Second, func() error {
+			if !strings.Contains(egUpstreamLog(t, f), "/allow-"+tok) {
+				return fmt.Errorf("the allowed request did not reach the upstream")
+			}
+			return nil
+		})
+		if strings.Contains(egUpstreamLog(t, f), "deny-"+tok) {
+			t.Fatal("the denied request reached the upstream")
+		}
+		r := sb(t, "egress", "policy", s, "--format", "json")
+		wantCode(t, r, 0)
+		var pol struct {
+			Allow []string `json:"allow"`
+			Deny  []string `json:"deny"`
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &pol); err != nil || strings.Join(pol.Allow, ",") != "*" || strings.Join(pol.Deny, ",") != egDenyName {
+			t.Fatalf("policy: %+v %v\n%s", pol, err, r)
+		}
+		if r := sb(t, "egress", "policy", s); !strings.Contains(r.Stdout, "deny:   "+egDenyName+"\n") {
+			t.Fatalf("policy text: %s", r)
+		}
+		var sum struct {
+			Suggested map[string]string `json:"suggested"`
+		}
+		poll(t, 10*time.Second, func() error { // the log is written within 50 ms
+			r := sb(t, "egress", "logs", "--scope", s, "--summary", "--format", "json")
+			if err := json.Unmarshal([]byte(r.Stdout), &sum); err != nil || !strings.Contains(sum.Suggested[s], "443") {
+				return fmt.Errorf("summary: %v %s", err, r)
+			}
+			return nil
+		})
+		want := "docker sandbox egress policy " + s + " --allow " + egUpName + " --allow-port 80 --allow-port 443 --allow-cidr " + f.upIP + "/32"
+		if sum.Suggested[s] != want {
+			t.Fatalf("suggested %q, want %q", sum.Suggested[s], want)
 		}
 		egCheckUpstream(t, f)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/spf13/cobra"
@@ -14,9 +15,7 @@ import (
 )
 
 type egressPolicyOptions struct {
-	allow  []string
-	ports  []string
-	cidrs  []string
+	rules  egressRuleFlags
 	clear  bool
 	format string
 }
@@ -34,7 +33,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 			if len(args) != 1 {
 				return usageError(cmd, "%q requires exactly 1 argument (a scope)", cmd.CommandPath())
 			}
-			set := cmd.Flags().Changed("allow") || cmd.Flags().Changed("allow-port") || cmd.Flags().Changed("allow-cidr") || o.clear
+			set := o.rules.changed(cmd) || o.clear
 			out := dockerCli.Out()
 			if err := core.ValidateName("scope", args[0]); err != nil {
 				return fail(out, o.format, err)
@@ -48,9 +47,7 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 		ValidArgsFunction: completeScopes(dockerCli, 1),
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&o.allow, "allow", nil, "Allow HOST: pypi.org, *.example.com (subdomains), * (any public host) (repeatable, comma-separated)")
-	f.StringSliceVar(&o.ports, "allow-port", nil, "Allowed destination port (default 80 and 443) (repeatable)")
-	f.StringSliceVar(&o.cidrs, "allow-cidr", nil, "Allowed address range, private ones included (repeatable)")
+	o.rules.add(f, false)
 	f.BoolVar(&o.clear, "clear", false, "Remove the scope's policy and credential (while sandboxes of the scope exist: empty it, denying everything)")
 	f.StringVar(&o.format, "format", "", "Output format: json or a Go template")
 	return cmd
@@ -71,13 +68,13 @@ func runEgressPolicy(ctx context.Context, m egressPolicies, out, errOut io.Write
 		err error
 	)
 	if o.clear {
-		if len(o.allow) > 0 || len(o.ports) > 0 || len(o.cidrs) > 0 {
-			return core.Errorf(core.CodeBadFlag, "--clear cannot be combined with --allow, --allow-port or --allow-cidr")
+		if o.rules.given() {
+			return core.Errorf(core.CodeBadFlag, "--clear cannot be combined with %s", strings.Replace(o.rules.names(), " and ", " or ", 1))
 		}
 		return runEgressPolicyClear(ctx, m, out, errOut, scope, o.format)
 	}
 	if set {
-		r, err := egressRules(o.allow, o.ports, o.cidrs)
+		r, err := o.rules.rules()
 		if err != nil {
 			return err
 		}
@@ -100,9 +97,7 @@ func runEgressPolicy(ctx context.Context, m egressPolicies, out, errOut io.Write
 	}
 	return writeFormatted(out, o.format, p, func() error {
 		fmt.Fprintf(out, "scope:  %s\n", core.TermText(p.Scope))
-		fmt.Fprintf(out, "allow:  %s\n", egList(p.Allow, "(nothing)"))
-		fmt.Fprintf(out, "ports:  %s\n", egPorts(p.AllowPorts))
-		fmt.Fprintf(out, "cidrs:  %s\n", egList(p.AllowCIDRs, "(none)"))
+		egPrintRules(out, p.Rules)
 		return nil
 	})
 }

@@ -5,32 +5,36 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/docker/docker/api/types/container"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
-	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
-func TestEgPlanExec(t *testing.T) {
+func TestExecEgress(t *testing.T) {
 	tests := []struct {
-		name                string
-		network             string // config's network (flag or file)
-		networkFlag         bool
-		allow, ports, cidrs []string
-		mode                string
-		rules               *policy.Rules
-		err                 string
+		name                      string
+		network                   string // config's network (flag or file)
+		networkFlag               bool
+		allow, ports, cidrs, deny []string
+		mode                      string
+		rules                     *policy.Rules
+		err                       string
 	}{
 		{name: "default", network: "none", mode: "none"},
 		{name: "proxy", network: "proxy", mode: "proxy"},
 		{name: "allow implies proxy", network: "none", allow: []string{"PyPI.org", "*.pythonhosted.org"}, mode: "proxy",
-			rules: &policy.Rules{Allow: []string{"*.pythonhosted.org", "pypi.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}}},
+			rules: &policy.Rules{Allow: []string{"*.pythonhosted.org", "pypi.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{}}},
 		{name: "ports and cidrs", network: "proxy", networkFlag: true, ports: []string{"8443,443"}, cidrs: []string{"10.1.2.3/16"}, mode: "proxy",
-			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{"10.1.0.0/16"}}},
+			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{"10.1.0.0/16"}, Deny: []string{}}},
+		{name: "deny beside allow", network: "none", allow: []string{"*"}, deny: []string{"*.Internal.Example"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{"*"}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{"*.internal.example"}}},
+		{name: "deny alone implies proxy", network: "none", deny: []string{"x.test"}, mode: "proxy",
+			rules: &policy.Rules{Allow: []string{}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{"x.test"}}},
+		{name: "bad deny pattern", network: "none", allow: []string{"*"}, deny: []string{"a.*.b"}, err: "deny: bad host pattern"},
+		{name: "deny with network none", network: "none", networkFlag: true, deny: []string{"x.test"}, err: "need --network proxy"},
 		{name: "allow with network none", network: "none", networkFlag: true, allow: []string{"x.test"}, err: "need --network proxy"},
 		{name: "bad pattern", network: "none", allow: []string{"a.*.b"}, err: "bad host pattern"},
 		{name: "bad port", network: "none", ports: []string{"0"}, err: "--allow-port"},
@@ -46,7 +50,8 @@ func TestEgPlanExec(t *testing.T) {
 			if tt.networkFlag {
 				_ = cmd.Flags().Set("network", tt.network)
 			}
-			p, err := egPlanExec(cmd, &config.Config{Network: tt.network}, tt.allow, tt.ports, tt.cidrs)
+			c := &config.Config{Network: tt.network}
+			rules, err := execEgress(cmd, c, egressRuleFlags{allow: tt.allow, ports: tt.ports, cidrs: tt.cidrs, deny: tt.deny})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want %q", err, tt.err)
@@ -56,10 +61,10 @@ func TestEgPlanExec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.mode != tt.mode {
-				t.Fatalf("mode %q, want %q", p.mode, tt.mode)
+			if c.Network != tt.mode {
+				t.Fatalf("mode %q, want %q", c.Network, tt.mode)
 			}
-			if d := cmp.Diff(tt.rules, p.rules); d != "" {
+			if d := cmp.Diff(tt.rules, rules); d != "" {
 				t.Fatal(d)
 			}
 		})
@@ -84,40 +89,6 @@ func TestEgFilterTail(t *testing.T) {
 	}
 	if got := read("b", -1); got != `{"scope":"b","n":2}`+"\n"+`{"scope":"b","n":6}`+"\n" {
 		t.Fatalf("scope b: %q", got)
-	}
-}
-
-// A proxy URL is reused only from the target's own sandbox: a container
-// of that name with copied or missing labels, or another target's, is not.
-func TestEgIsSandboxOf(t *testing.T) {
-	tgt := core.Target{Scope: "s", Session: "x"}
-	mk := func(name string, labels map[string]string) container.InspectResponse {
-		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{Name: "/" + name}, Config: &container.Config{Labels: labels}}
-	}
-	ok := map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSandbox, core.LabelScope: "s", core.LabelSession: "x"}
-	with := func(k, v string) map[string]string {
-		m := map[string]string{}
-		for a, b := range ok {
-			m[a] = b
-		}
-		m[k] = v
-		return m
-	}
-	if !egIsSandboxOf(mk(tgt.ContainerName(), ok), tgt) {
-		t.Fatal("the sandbox itself refused")
-	}
-	for name, c := range map[string]container.InspectResponse{
-		"no labels":          mk(tgt.ContainerName(), nil),
-		"another kind":       mk(tgt.ContainerName(), with(core.LabelKind, "egress-sidecar")),
-		"not managed":        mk(tgt.ContainerName(), with(core.LabelManaged, "")),
-		"another session":    mk(tgt.ContainerName(), with(core.LabelSession, "y")),
-		"another name":       mk("docker-sandbox-s", ok),
-		"a plugin object":    mk("docker-sandbox.egress", ok),
-		"a user's container": mk("web", ok),
-	} {
-		if egIsSandboxOf(c, tgt) {
-			t.Errorf("%s: taken for the sandbox", name)
-		}
 	}
 }
 

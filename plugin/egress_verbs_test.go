@@ -63,7 +63,7 @@ func (f *fakeEgress) SetPolicy(ctx context.Context, scope string, r policy.Rules
 	if f.policies == nil {
 		f.policies = map[string]egress.ScopePolicy{}
 	}
-	f.policies[scope] = egress.ScopePolicy{Scope: scope, Allow: r.Allow, AllowPorts: r.AllowPorts, AllowCIDRs: r.AllowCIDRs}
+	f.policies[scope] = egress.ScopePolicy{Scope: scope, Rules: r}
 	return r, nil
 }
 
@@ -85,8 +85,8 @@ func egressStatusFixture() egress.Status {
 		OutboundNetwork: "bridge", OutboundAddress: "172.17.0.2", SubnetPool: "10.213.0.0/16", SubnetBits: 24, Hosts: []string{"pypi.org=10.0.0.1"},
 		Networks: []egress.NetworkStatus{{Scope: "a", Name: "docker-sandbox.net.a", Subnet: "10.213.0.0/24", Proxy: "10.213.0.2:3128", Sandboxes: 2, Connected: true}},
 		Policies: []egress.ScopePolicy{
-			{Scope: "a", Allow: []string{"pypi.org", "*.pythonhosted.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}},
-			{Scope: "b\x1b[31m", Allow: []string{}, AllowPorts: []int{8443}, AllowCIDRs: []string{"10.1.0.0/16"}},
+			{Scope: "a", Rules: policy.Rules{Allow: []string{"pypi.org", "*.pythonhosted.org"}, AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: []string{"*.internal.example"}}},
+			{Scope: "b\x1b[31m", Rules: policy.Rules{Allow: []string{}, AllowPorts: []int{8443}, AllowCIDRs: []string{"10.1.0.0/16"}}},
 		},
 		Counters: json.RawMessage(`{"allowed":3,"denied":1000000,"active_tunnels":1}`)}
 }
@@ -103,9 +103,9 @@ scope subnets:  /24 from 10.213.0.0/16
 static hosts:   pypi.org=10.0.0.1
 decisions:      3 allowed, 1000000 denied, 1 open connections
 
-SCOPE         NETWORK                SUBNET          PROXY             SANDBOXES   ALLOW                         PORTS     CIDRS
-a             docker-sandbox.net.a   10.213.0.0/24   10.213.0.2:3128   2           pypi.org,*.pythonhosted.org   80,443    -
-"b\x1b[31m"   -                      -               -                 0           -                             8443      10.1.0.0/16
+SCOPE         NETWORK                SUBNET          PROXY             SANDBOXES   ALLOW                         PORTS     CIDRS         DENY
+a             docker-sandbox.net.a   10.213.0.0/24   10.213.0.2:3128   2           pypi.org,*.pythonhosted.org   80,443    -             *.internal.example
+"b\x1b[31m"   -                      -               -                 0           -                             8443      10.1.0.0/16   -
 `
 	if d := cmp.Diff(want, out.String()); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
@@ -167,12 +167,12 @@ func TestEgressStartStop(t *testing.T) {
 }
 
 func TestEgressPolicy(t *testing.T) {
-	f := &fakeEgress{policies: map[string]egress.ScopePolicy{"a": {Scope: "a", Allow: []string{"pypi.org", "x\u202e.test"}, AllowPorts: []int{}, AllowCIDRs: []string{}}}}
+	f := &fakeEgress{policies: map[string]egress.ScopePolicy{"a": {Scope: "a", Rules: policy.Rules{Allow: []string{"pypi.org", "x\u202e.test"}, AllowPorts: []int{}, AllowCIDRs: []string{}}}}}
 	var out, errOut bytes.Buffer
 	if err := runEgressPolicy(context.Background(), f, &out, &errOut, "a", false, egressPolicyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff("scope:  a\nallow:  pypi.org,\"x\\u202e.test\"\nports:  80,443\ncidrs:  (none)\n", out.String()); d != "" {
+	if d := cmp.Diff("scope:  a\nallow:  pypi.org,\"x\\u202e.test\"\nports:  80,443\ncidrs:  (none)\ndeny:   (none)\n", out.String()); d != "" {
 		t.Error(d)
 	}
 	// A scope without a policy: not_found.
@@ -182,21 +182,22 @@ func TestEgressPolicy(t *testing.T) {
 	// Set: normalized rules, then the stored policy is shown.
 	out.Reset()
 	f.calls = nil
-	o := egressPolicyOptions{allow: []string{"PyPI.org"}, ports: []string{"443,8443"}, format: "json"}
+	o := egressPolicyOptions{rules: egressRuleFlags{allow: []string{"PyPI.org"}, ports: []string{"443,8443"}, deny: []string{"X.Internal.Example"}}, format: "json"}
 	if err := runEgressPolicy(context.Background(), f, &out, &errOut, "b", true, o); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]string{"SetPolicy b", "Policy b"}, f.calls); d != "" {
 		t.Error(d)
 	}
-	if d := cmp.Diff([]policy.Rules{{Allow: []string{"pypi.org"}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{}}}, f.set); d != "" {
+	if d := cmp.Diff([]policy.Rules{{Allow: []string{"pypi.org"}, AllowPorts: []int{443, 8443}, AllowCIDRs: []string{}, Deny: []string{"x.internal.example"}}}, f.set); d != "" {
 		t.Error(d)
 	}
-	if !strings.HasPrefix(out.String(), `{"scope":"b","allow":["pypi.org"],"allow_ports":[443,8443]`) {
+	if !strings.HasPrefix(out.String(), `{"scope":"b","allow":["pypi.org"],"allow_ports":[443,8443],"allow_cidrs":[],"deny":["x.internal.example"]`) {
 		t.Errorf("%s", out.String())
 	}
 	// Bad values and --clear with rules: bad_flag, nothing changed.
-	for _, o := range []egressPolicyOptions{{ports: []string{"0"}}, {allow: []string{"a.*.b"}}, {clear: true, allow: []string{"x.test"}}} {
+	for _, o := range []egressPolicyOptions{{rules: egressRuleFlags{ports: []string{"0"}}}, {rules: egressRuleFlags{allow: []string{"a.*.b"}}}, {clear: true, rules: egressRuleFlags{allow: []string{"x.test"}}},
+		{rules: egressRuleFlags{deny: []string{"a.*.b"}}}, {clear: true, rules: egressRuleFlags{deny: []string{"x.test"}}}} {
 		f.calls = nil
 		if err := runEgressPolicy(context.Background(), f, &out, &errOut, "b", true, o); core.AsError(err).Code != core.CodeBadFlag || len(f.calls) != 0 {
 			t.Errorf("%+v: %v, calls %v", o, err, f.calls)

@@ -24,19 +24,17 @@ import (
 )
 
 type execOptions struct {
-	code      string
-	codeSet   bool
-	lang      string
-	scope     string
-	session   string
-	env       []string
-	envFiles  []string
-	workdir   string
-	allow     []string
-	allowPort []string
-	allowCIDR []string
-	rm        bool
-	format    string
+	code     string
+	codeSet  bool
+	lang     string
+	scope    string
+	session  string
+	env      []string
+	envFiles []string
+	workdir  string
+	egress   egressRuleFlags
+	rm       bool
+	format   string
 }
 
 func newExecCommand(dockerCli command.Cli) *cobra.Command {
@@ -63,9 +61,7 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 	f.StringArrayVarP(&o.env, "env", "e", nil, "Set an environment variable (KEY=VALUE, or KEY to pass the host's value)")
 	f.StringArrayVar(&o.envFiles, "env-file", nil, "Read environment variables from a file")
 	f.StringVarP(&o.workdir, "workdir", "w", "", "Working directory inside the workspace (relative to /opt/workspace)")
-	f.StringSliceVar(&o.allow, "allow", nil, "Allow egress to HOST: pypi.org, *.example.com, * (implies --network proxy; repeatable)")
-	f.StringSliceVar(&o.allowPort, "allow-port", nil, "Allowed destination port (default 80 and 443; implies --network proxy; repeatable)")
-	f.StringSliceVar(&o.allowCIDR, "allow-cidr", nil, "Allowed address range, private ones included (implies --network proxy; repeatable)")
+	o.egress.add(f, true)
 	config.AddFlags(f, config.FlagsRun, config.FlagsSandbox)
 	f.BoolVar(&o.rm, "rm", false, "One-shot: remove the sandbox's container and data after the run")
 	f.StringVar(&o.format, "format", "", "Output format: json, or a Go template (default: the program's own output)")
@@ -107,7 +103,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if err := applyFlags(cmd.Flags(), c); err != nil {
 		return err
 	}
-	egPlan, err := egPlanExec(cmd, c, o.allow, o.allowPort, o.allowCIDR)
+	egRules, err := execEgress(cmd, c, o.egress)
 	if err != nil {
 		return err
 	}
@@ -149,15 +145,16 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	if err := egPlan.apply(ctx, dockerCli, c, &spec); err != nil {
+	m := manager(dockerCli, c)
+	joined, err := joinNetwork(ctx, dockerCli, m, c, &spec, egRules)
+	if err != nil {
 		return err
 	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: b, Version: Version, MaxSandboxes: c.MaxSandboxes}
 	core.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
 	core.Debugf("after run")
 	if runErr != nil {
-		egPlan.failed(ctx, spec, res.Created)
+		joined.Failed(ctx, res.Created)
 	}
 	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
 	if ctx.Err() != nil {

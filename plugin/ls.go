@@ -67,7 +67,7 @@ stays (expired-with-data). ls never runs anything in a sandbox.`,
 // the helper image, which needs the configuration.
 func lsManager(dockerCli command.Cli, size bool) (sandboxLister, error) {
 	if !size {
-		return &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}, nil
+		return manager(dockerCli, nil), nil
 	}
 	c, err := loadConfig()
 	if err != nil {

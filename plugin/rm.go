@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
-	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 )
 
@@ -47,8 +46,8 @@ volume; SCOPE/SESSION removes that session's container and workspace. Refuses
 			if err := checkRemovalArgs(cmd, args, o); err != nil {
 				return err
 			}
-			m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
-			eg := &egress.Manager{Engine: dockerCli.Client(), Version: Version}
+			m := manager(dockerCli, nil)
+			eg := egressManager(dockerCli, nil)
 			return fail(dockerCli.Out(), o.format, runRm(cmd.Context(), m, eg, dockerCli.Out(), dockerCli.Err(), args, o))
 		},
 		ValidArgsFunction: completeTargets(dockerCli, 0),

@@ -79,9 +79,14 @@ func asConfigError(err error) error {
 	return core.Wrap(core.CodeBadConfig, err, "configuration")
 }
 
-// builder returns the image builder for the CLI's engine.
+// builder returns the image builder for the CLI's engine (c nil: a verb
+// that reads no configuration and builds no runtime image).
 func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
-	return &images.Builder{Engine: dockerCli.Client(), Version: Version, Base: c.RuntimeBase, Progress: dockerCli.Err()}
+	base := ""
+	if c != nil {
+		base = c.RuntimeBase
+	}
+	return &images.Builder{Engine: dockerCli.Client(), Version: Version, Base: base, Progress: dockerCli.Err()}
 }
 
 // sandboxLister is what ls, stop and rm ask of the sandbox manager.
@@ -89,9 +94,16 @@ type sandboxLister interface {
 	List(ctx context.Context, o sbexec.ListOptions) ([]*sbexec.Sandbox, error)
 }
 
-// manager returns the sandbox manager for the CLI's engine.
+// manager returns the sandbox manager for the CLI's engine, with its
+// images and its egress side: the one place they are wired. c is nil for
+// the verbs that read no configuration (stop, rm, ls), which build no image.
 func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
-	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, MaxSandboxes: c.MaxSandboxes}
+	max := 0
+	if c != nil {
+		max = c.MaxSandboxes
+	}
+	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
+		Version: Version, MaxSandboxes: max}
 }
 
 // networkEngine is what checkNetwork asks the engine.
@@ -192,7 +204,8 @@ func (r checkedRunner) HelperExec(ctx context.Context, spec sbexec.Spec, rr sbex
 	return r.Runner.HelperExec(ctx, spec, rr)
 }
 
-// egressManager returns the sidecar manager for the CLI's engine.
+// egressManager returns the sidecar manager for the CLI's engine (c nil: see
+// builder).
 func egressManager(dockerCli command.Cli, c *config.Config) *egress.Manager {
 	return &egress.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, HelperID: images.HelperID()}
 }

@@ -36,7 +36,7 @@ shell runs in one of them, unless --force.`,
 			if err := checkRemovalArgs(cmd, args, o); err != nil {
 				return err
 			}
-			m := &sbexec.Manager{Engine: dockerCli.Client(), Version: Version}
+			m := manager(dockerCli, nil)
 			return fail(dockerCli.Out(), o.format, runStop(cmd.Context(), m, dockerCli.Out(), dockerCli.Err(), args, o))
 		},
 		ValidArgsFunction: completeTargets(dockerCli, 0),

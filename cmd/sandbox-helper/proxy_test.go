@@ -42,13 +42,13 @@ func TestProxyPolicyCommands(t *testing.T) {
 		t.Fatalf("ensure printed %q (%v)", out, err)
 	}
 	// ensure keeps the token and the rules; set changes the rules only.
-	out, _ = policyCmd(t, file, `{"allow":["PyPI.org.","*.example.com"],"allow_ports":[443],"allow_cidrs":["10.1.2.3/16"]}`, "set", "s1")
+	out, _ = policyCmd(t, file, `{"allow":["PyPI.org.","*.example.com"],"allow_ports":[443],"allow_cidrs":["10.1.2.3/16"],"deny":["*.Internal.Example"]}`, "set", "s1")
 	var e2 scopeOut
 	_ = json.Unmarshal([]byte(out), &e2)
 	if e2.Token != e1.Token {
 		t.Fatal("set changed the token")
 	}
-	want := policy.Rules{Allow: []string{"*.example.com", "pypi.org"}, AllowPorts: []int{443}, AllowCIDRs: []string{"10.1.0.0/16"}}
+	want := policy.Rules{Allow: []string{"*.example.com", "pypi.org"}, AllowPorts: []int{443}, AllowCIDRs: []string{"10.1.0.0/16"}, Deny: []string{"*.internal.example"}}
 	if d := cmp.Diff(want, e2.Rules); d != "" {
 		t.Fatalf("set: %s", d)
 	}

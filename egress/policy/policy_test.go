@@ -191,7 +191,7 @@ func TestNormalize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Rules{Allow: []string{"*.w.test", "a.test", "b.test"}, AllowPorts: []int{80, 443}, AllowCIDRs: []string{"10.1.0.0/16", "192.168.1.1/32"}}
+	want := Rules{Allow: []string{"*.w.test", "a.test", "b.test"}, AllowPorts: []int{80, 443}, AllowCIDRs: []string{"10.1.0.0/16", "192.168.1.1/32"}, Deny: []string{}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
@@ -226,6 +226,43 @@ func decide(t *testing.T, r Rules, g Guard, host string, port int, addrs ...stri
 		as = append(as, netip.MustParseAddr(a))
 	}
 	return c.Addrs(h, as, g)
+}
+
+// A deny pattern refuses a host whatever else matches (a pattern, "*", an
+// allow_cidrs prefix), with the syntax of allow; what it does not match
+// is decided as without it.
+func TestDeny(t *testing.T) {
+	r := Rules{Allow: []string{"*", "db.corp.test"}, AllowCIDRs: []string{"10.9.0.0/16"}, Deny: []string{"*.Internal.Example", "db.corp.test", "10.9.1.1"}}
+	for _, tc := range []struct {
+		host  string
+		addrs []string
+		code  string
+	}{
+		{"a.internal.example", []string{"93.184.216.1"}, CodeHostDenied},
+		{"b.a.internal.example", []string{"93.184.216.1"}, CodeHostDenied},
+		{"internal.example", []string{"93.184.216.1"}, CodeAllowed}, // *.x does not match the apex
+		{"db.corp.test", []string{"93.184.216.1"}, CodeHostDenied},  // an exact allow too
+		{"10.9.1.1", nil, CodeHostDenied},                           // in an allowed CIDR
+		{"10.9.1.2", nil, CodeAllowed},
+		{"pypi.org", []string{"151.101.0.223"}, CodeAllowed},
+	} {
+		if d := decide(t, r, Guard{}, tc.host, 443, tc.addrs...); d.Code != tc.code {
+			t.Errorf("%s: %s (%s), want %s", tc.host, d.Code, d.Reason, tc.code)
+		}
+	}
+	n, err := r.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"*.internal.example", "10.9.1.1", "db.corp.test"}, n.Deny); d != "" {
+		t.Errorf("normalized deny (-want +got):\n%s", d)
+	}
+	if _, err := (Rules{Deny: []string{"a.*.b"}}).Normalize(); err == nil || !strings.Contains(err.Error(), "deny: bad host pattern") {
+		t.Errorf("bad deny pattern: %v", err)
+	}
+	if n, _ := (Rules{}).Normalize(); n.Deny == nil || (Rules{}).Lists().Deny == nil {
+		t.Error("an empty deny list is null, not []")
+	}
 }
 
 func TestDecisions(t *testing.T) {

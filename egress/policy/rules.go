@@ -26,6 +26,27 @@ type Rules struct {
 	// A prefix never grants a name by itself (the proxy looks up only the
 	// names a pattern allows) nor any address that is never reachable.
 	AllowCIDRs []string `json:"allow_cidrs"`
+	// Deny holds host patterns (the syntax of Allow) that are refused even
+	// when an Allow pattern or an AllowCIDRs prefix matches: --allow '*'
+	// --deny '*.internal.example'.
+	Deny []string `json:"deny"`
+}
+
+// Lists returns r with every nil list empty (JSON shows [], not null).
+func (r Rules) Lists() Rules {
+	if r.Allow == nil {
+		r.Allow = []string{}
+	}
+	if r.AllowPorts == nil {
+		r.AllowPorts = []int{}
+	}
+	if r.AllowCIDRs == nil {
+		r.AllowCIDRs = []string{}
+	}
+	if r.Deny == nil {
+		r.Deny = []string{}
+	}
+	return r
 }
 
 // Normalize returns r with patterns and prefixes in canonical form, sorted
@@ -35,15 +56,7 @@ func (r Rules) Normalize() (Rules, error) {
 	if err != nil {
 		return Rules{}, err
 	}
-	out := Rules{Allow: []string{}, AllowPorts: []int{}, AllowCIDRs: []string{}}
-	seen := map[string]bool{}
-	for _, p := range c.patterns {
-		if s := p.String(); !seen[s] {
-			seen[s] = true
-			out.Allow = append(out.Allow, s)
-		}
-	}
-	sort.Strings(out.Allow)
+	out := Rules{Allow: patternList(c.patterns), AllowPorts: []int{}, AllowCIDRs: []string{}, Deny: patternList(c.deny)}
 	for p := range c.ports {
 		out.AllowPorts = append(out.AllowPorts, p)
 	}
@@ -51,7 +64,7 @@ func (r Rules) Normalize() (Rules, error) {
 	if len(r.AllowPorts) == 0 {
 		out.AllowPorts = []int{} // keep "default" visible as empty
 	}
-	seen = map[string]bool{}
+	seen := map[string]bool{}
 	for _, p := range c.cidrs {
 		if s := p.String(); !seen[s] {
 			seen[s] = true
@@ -60,6 +73,20 @@ func (r Rules) Normalize() (Rules, error) {
 	}
 	sort.Strings(out.AllowCIDRs)
 	return out, nil
+}
+
+// patternList is the canonical form of patterns: sorted, no duplicates.
+func patternList(ps []Pattern) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if s := p.String(); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Pattern is a parsed host pattern.
@@ -125,6 +152,7 @@ func (p Pattern) Match(h Host) bool {
 // Compiled is a scope's rules ready for decisions.
 type Compiled struct {
 	patterns []Pattern
+	deny     []Pattern
 	ports    map[int]bool
 	cidrs    []netip.Prefix
 }
@@ -138,6 +166,13 @@ func (r Rules) Compile() (*Compiled, error) {
 			return nil, err
 		}
 		c.patterns = append(c.patterns, p)
+	}
+	for _, s := range r.Deny {
+		p, err := ParsePattern(s)
+		if err != nil {
+			return nil, fmt.Errorf("deny: %w", err)
+		}
+		c.deny = append(c.deny, p)
 	}
 	ports := r.AllowPorts
 	if len(ports) == 0 {
@@ -184,6 +219,7 @@ const (
 	CodeBadRequest      = "bad_request"
 	CodeScheme          = "scheme_not_allowed"
 	CodeHostNotAllowed  = "host_not_allowed"
+	CodeHostDenied      = "host_denied"
 	CodePortNotAllowed  = "port_not_allowed"
 	CodeMetadata        = "metadata_denied"
 	CodeSpecialAddress  = "address_denied"
@@ -220,7 +256,8 @@ var metadataNames = map[string]bool{
 
 // Target is the first check, before any lookup. A literal that is never
 // reachable (special-purpose, metadata, the proxy's own, a denied range) is
-// refused as such. Then the port must be listed, and the host allowed: a
+// refused as such. A host that a deny pattern matches is refused, whatever
+// else matches. Then the port must be listed, and the host allowed: a
 // name by a pattern (only then is it looked up: a scope cannot make the
 // proxy resolve names it was not granted, so DNS carries nothing out), a
 // literal by a pattern or an allow_cidrs prefix.
@@ -235,6 +272,11 @@ func (c *Compiled) Target(h Host, port int, g Guard) Decision {
 	} else if d := c.never(h, h.Addr, g); !d.Allow {
 		d.Addr = h.Addr
 		return d
+	}
+	for _, p := range c.deny {
+		if p.Match(h) {
+			return deny(CodeHostDenied, "%s matches %s in this scope's denied hosts", h, p)
+		}
 	}
 	if !c.ports[port] {
 		return deny(CodePortNotAllowed, "port %d is not in this scope's allowed ports (%s)", port, c.portList())

@@ -30,6 +30,7 @@
 //	allow = ["pypi.org", "*.pythonhosted.org"]
 //	allow_ports = [443]
 //	allow_cidrs = ["10.1.0.0/16"]
+//	deny = ["*.internal.example"]
 //
 // A key of a scope table in the project file replaces the same key of the
 // same scope in the user file; the other keys are kept.
@@ -38,6 +39,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"io/fs"
 	"maps"
 	"net/netip"
@@ -188,6 +190,7 @@ type ScopePolicy struct {
 	Allow      []string // host patterns: "pypi.org", "*.example.com", "*"
 	AllowPorts []int    // ports, 1-65535
 	AllowCIDRs []string // canonical prefixes ("10.0.0.0/8"); a bare address becomes /32 or /128
+	Deny       []string // host patterns refused even when Allow or AllowCIDRs match
 	// Source is the file and line of the scope's table in the highest
 	// precedence file that sets it.
 	Source Source
@@ -426,7 +429,7 @@ func (c *Config) clone() *Config {
 	n.raw = maps.Clone(c.raw)
 	n.Scopes = make(map[string]ScopePolicy, len(c.Scopes))
 	for k, p := range c.Scopes {
-		p.Allow, p.AllowPorts, p.AllowCIDRs = slices.Clone(p.Allow), slices.Clone(p.AllowPorts), slices.Clone(p.AllowCIDRs)
+		p.Allow, p.AllowPorts, p.AllowCIDRs, p.Deny = slices.Clone(p.Allow), slices.Clone(p.AllowPorts), slices.Clone(p.AllowCIDRs), slices.Clone(p.Deny)
 		n.Scopes[k] = p
 	}
 	n.Refused = slices.Clone(c.Refused)
@@ -597,6 +600,9 @@ func (f *fileApply) apply(k []string) error {
 		}
 		pol.AllowCIDRs = cidrs
 		why = coverCIDRs(below.AllowCIDRs, pol.AllowCIDRs)
+	case "deny":
+		pol.Deny, p = stringList(v, checkHostPattern)
+		why = keepsDenied(below.Deny, pol.Deny)
 	default:
 		return f.unknown(k, scopeKeys, k[2])
 	}
@@ -613,6 +619,32 @@ func (f *fileApply) apply(k []string) error {
 	}
 	f.c.Scopes[name] = pol
 	return nil
+}
+
+// entry is the policy as Entries shows it.
+func (p ScopePolicy) entry() map[string]any {
+	m := map[string]any{"allow": nonNil(p.Allow), "allow_ports": nonNil(p.AllowPorts), "allow_cidrs": nonNil(p.AllowCIDRs)}
+	if len(p.Deny) > 0 {
+		m["deny"] = p.Deny
+	}
+	return m
+}
+
+// keepsDenied says why a project file's deny list proj does not refuse
+// every host the layers below deny (below), or "".
+func keepsDenied(below, proj []string) string {
+	var ps []string
+	for _, s := range proj {
+		if p, err := policy.ParsePattern(s); err == nil {
+			ps = append(ps, p.String())
+		}
+	}
+	for _, s := range below {
+		if p, err := policy.ParsePattern(s); err == nil && !patternCovered(p.String(), ps) {
+			return fmt.Sprintf("stops denying %s, which the user file denies this scope", p)
+		}
+	}
+	return ""
 }
 
 // scope checks the table scope.NAME and records its source, once per file.
@@ -856,7 +888,8 @@ type Entry struct {
 // Entries lists the effective configuration in key-table order: durations
 // as strings (time.Duration.String, "1m0s"), sizes as integers of bytes.
 // Scope policies follow, sorted by name, as "scope.NAME" with a value of
-// {"allow": [...], "allow_ports": [...], "allow_cidrs": [...]}.
+// {"allow": [...], "allow_ports": [...], "allow_cidrs": [...]} and, when
+// the table has one, "deny": [...].
 func (c *Config) Entries() []Entry {
 	out := make([]Entry, 0, len(keyTable)+len(c.Scopes))
 	for _, d := range keyTable {
@@ -866,12 +899,8 @@ func (c *Config) Entries() []Entry {
 	for _, n := range slices.Sorted(maps.Keys(c.Scopes)) {
 		p := c.Scopes[n]
 		out = append(out, Entry{
-			Key: scopeTable + "." + n,
-			Value: map[string]any{
-				"allow":       nonNil(p.Allow),
-				"allow_ports": nonNil(p.AllowPorts),
-				"allow_cidrs": nonNil(p.AllowCIDRs),
-			},
+			Key:       scopeTable + "." + n,
+			Value:     p.entry(),
 			Source:    p.Source.String(),
 			Untrusted: c.untrusted(p.Source),
 		})

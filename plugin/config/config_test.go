@@ -398,7 +398,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "scope unknown key",
 			user: "[scope.u1]\nallow = [\"pypi.org\"]\nalow_ports = [443]\n",
-			want: `config: {user}:3: key "scope.u1.alow_ports": unknown key (known keys: allow, allow_ports, allow_cidrs); did you mean "allow_ports"?`,
+			want: `config: {user}:3: key "scope.u1.alow_ports": unknown key (known keys: allow, allow_ports, allow_cidrs, deny); did you mean "allow_ports"?`,
 		},
 		{
 			name: "scope bad name",
@@ -436,6 +436,11 @@ func TestLoadErrors(t *testing.T) {
 			want: `config: {user}:2: key "scope.u1.allow": element 1: "https://pypi.org/simple" is not a host pattern (use e.g. pypi.org, *.example.com, *)`,
 		},
 		{
+			name: "bad deny pattern",
+			user: "[scope.u1]\ndeny = [\"a.*.b\"]\n",
+			want: `config: {user}:2: key "scope.u1.deny": element 1: "a.*.b" is not a host pattern (use e.g. pypi.org, *.example.com, *)`,
+		},
+		{
 			name: "bad cidr",
 			user: "[scope.u1]\nallow_cidrs = [\"10.0.0.0/33\"]\n",
 			want: `config: {user}:2: key "scope.u1.allow_cidrs": element 1: "10.0.0.0/33" is not a CIDR prefix (use e.g. 10.0.0.0/8)`,
@@ -443,7 +448,7 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "inline table scope",
 			user: "scope = { u1 = { allow = [\"a.org\"], bogus = 1 } }\n",
-			want: `config: {user}:1: key "scope.u1.bogus": unknown key (known keys: allow, allow_ports, allow_cidrs)`,
+			want: `config: {user}:1: key "scope.u1.bogus": unknown key (known keys: allow, allow_ports, allow_cidrs, deny)`,
 		},
 		{
 			name: "env bad value",

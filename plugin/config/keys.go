@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,11 @@ var crossRules = []struct{ key, max string }{
 const scopeTable = "scope"
 
 // scopeKeys are the keys of a [scope.NAME] table.
-var scopeKeys = []string{"allow", "allow_ports", "allow_cidrs"}
+var scopeKeys = []string{"allow", "allow_ports", "allow_cidrs", "deny"}
+
+// ScopeKeys are the keys of a [scope.NAME] table, in the order `config`
+// shows them.
+func ScopeKeys() []string { return slices.Clone(scopeKeys) }
 
 // keyIndex maps a key name to its position in keyTable.
 var keyIndex = func() map[string]int {

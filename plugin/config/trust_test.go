@@ -511,6 +511,55 @@ func TestPatternCovered(t *testing.T) {
 
 // The README's configuration table states each key's trust rule as the key
 // table does.
+// deny = [...] in a [scope.NAME] table: the user file's is read as given;
+// an untrusted project file may add hosts to it, never stop denying one.
+func TestUntrustedScopeDeny(t *testing.T) {
+	user := `[scope.u1]
+allow = ["*"]
+deny = ["*.corp.example", "db.test"]
+`
+	f := newFixture(t, user, "")
+	c := must(t)(f.loadUntrusted(nil))
+	if d := cmp.Diff([]string{"*.corp.example", "db.test"}, c.Scopes["u1"].Deny); d != "" {
+		t.Errorf("user deny (-want +got):\n%s", d)
+	}
+	for _, e := range c.Entries() {
+		if e.Key == "scope.u1" {
+			if d := cmp.Diff([]string{"*.corp.example", "db.test"}, e.Value.(map[string]any)["deny"]); d != "" {
+				t.Errorf("config entry's deny (-want +got):\n%s", d)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		project string
+		deny    []string // nil: refused, the user file's stays
+	}{
+		{"[scope.u1]\ndeny = [\"*.corp.example\", \"db.test\", \"more.test\"]\n", []string{"*.corp.example", "db.test", "more.test"}},
+		{"[scope.u1]\ndeny = [\"*.example\", \"db.test\"]\n", []string{"*.example", "db.test"}}, // *.example covers *.corp.example
+		{"[scope.u1]\ndeny = [\"db.test\"]\n", nil},
+		{"[scope.u1]\ndeny = []\n", nil},
+		{"[scope.u1]\ndeny = [\"x.corp.example\", \"db.test\"]\n", nil}, // narrower than *.corp.example
+	} {
+		f := newFixture(t, user, tc.project)
+		c := must(t)(f.loadUntrusted(nil))
+		want := tc.deny
+		if want == nil {
+			want = []string{"*.corp.example", "db.test"}
+			if d := cmp.Diff([]string{"scope.u1.deny"}, refusedKeys(c)); d != "" {
+				t.Errorf("%q: refused (-want +got):\n%s", tc.project, d)
+			}
+		} else if len(c.Refused) != 0 {
+			t.Errorf("%q: refused %v", tc.project, c.Refused)
+		}
+		if d := cmp.Diff(want, c.Scopes["u1"].Deny); d != "" {
+			t.Errorf("%q: deny (-want +got):\n%s", tc.project, d)
+		}
+		if d := cmp.Diff([]string{"*"}, c.Scopes["u1"].Allow); d != "" {
+			t.Errorf("%q: allow changed (-want +got):\n%s", tc.project, d)
+		}
+	}
+}
+
 func TestReadmeStatesTrustRules(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
