@@ -1013,7 +1013,7 @@ R["other host"] = connect("evil.test:443")
 		}
 		before := conns()
 		res := egResults(t, args, `
-R["http"] = get("http://`+egDenyName+`/deny-`+tok+`", host="`+egDenyName+`")
+R["http"] = get("http://`+egDenyName+`/hello?t=deny-`+tok+`", host="`+egDenyName+`")
 R["https"] = connect("`+egDenyName+`:443")
 `)
 		for _, k := range []string{"http", "https"} {
@@ -1025,7 +1025,7 @@ R["https"] = connect("`+egDenyName+`:443")
 			t.Fatalf("a request to the denied name reached the upstream:\n%s", log)
 		}
 		res = egResults(t, args, `
-R["http"] = get("http://`+egUpName+`/allow-`+tok+`", host="`+egUpName+`")
+R["http"] = get("http://`+egUpName+`/hello?t=allow-`+tok+`", host="`+egUpName+`")
 R["https"] = connect("`+egUpName+`:443")
 `)
 		for _, k := range []string{"http", "https"} {
@@ -1034,7 +1034,7 @@ R["https"] = connect("`+egUpName+`:443")
 			}
 		}
 		poll(t, 10*time.Second, func() error {
-			if !strings.Contains(egUpstreamLog(t, f), "/allow-"+tok) {
+			if !strings.Contains(egUpstreamLog(t, f), "allow-"+tok) {
 				return fmt.Errorf("the allowed request did not reach the upstream")
 			}
 			return nil
