@@ -292,8 +292,8 @@ func (fi fakeImages) EnsureHelper(ctx context.Context, arch string, readable boo
 }
 
 func testSpec() Spec {
-	return Spec{Target: core.Target{Scope: "u1", Session: "s"}, Image: "rt:1", Network: "none", Memory: 1 << 30, CPUs: 1, Pids: 256,
-		Nofile: 1024, TmpSize: 512 << 20, IdleTTL: 10 * time.Minute, HelperID: "h", Version: "0.1.0"}
+	return Spec{Target: core.Target{Scope: "u1", Session: "s"}, Settings: core.Settings{Image: "rt:1", Network: "none", Memory: 1 << 30, CPUs: 1, Pids: 256,
+		Nofile: 1024, TmpSize: 512 << 20, IdleTTL: 10 * time.Minute}, HelperID: "h", Version: "0.1.0"}
 }
 
 func TestRunCreatesThenReuses(t *testing.T) {

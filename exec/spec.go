@@ -7,7 +7,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -21,8 +20,9 @@ import (
 // calls with different Specs for one target conflict (see Hash).
 type Spec struct {
 	core.Target
-	Image   string // runtime image reference
-	Network string // "none", "proxy" or a Docker network's name
+	// Settings are the container settings (core.Settings: the image, its
+	// network, limits and runtime).
+	core.Settings
 	// NetworkAttach is the Docker network a proxy-mode container joins (its
 	// scope's internal network); "" means Network itself. Not in Hash.
 	NetworkAttach string
@@ -32,19 +32,7 @@ type Spec struct {
 	DNSOptions []string
 	// Env is added to the container's environment at create (proxy mode:
 	// HTTP_PROXY and friends). Not in Hash.
-	Env     []string
-	Memory  int64 // bytes; swap is set equal
-	CPUs    float64
-	Pids    int64
-	Nofile  int64
-	TmpSize int64
-	IdleTTL time.Duration
-	// MaxLifetime ends the sandbox at that age, even while busy (0: none).
-	MaxLifetime time.Duration
-	// Disk is the bytes /opt/workspace and /opt/user may hold together
-	// (0: no limit).
-	Disk    int64
-	Runtime string // "" = engine default
+	Env []string
 	// HelperID identifies the embedded helper binaries (part of Hash).
 	HelperID string
 	// HelperVolume is the volume holding the helper binary for the image's

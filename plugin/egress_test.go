@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -50,7 +51,7 @@ func TestExecEgress(t *testing.T) {
 			if tt.networkFlag {
 				_ = cmd.Flags().Set("network", tt.network)
 			}
-			c := &config.Config{Network: tt.network}
+			c := &config.Config{Settings: core.Settings{Network: tt.network}}
 			rules, err := execEgress(cmd, c, egressRuleFlags{allow: tt.allow, ports: tt.ports, cidrs: tt.cidrs, deny: tt.deny})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {

@@ -69,7 +69,7 @@ func TestExecCode(t *testing.T) {
 // object of a program the sandbox stopped, or the program's exit status.
 func TestExecOutcome(t *testing.T) {
 	out := func(st wire.RunStatus) *execOutcome {
-		return &execOutcome{c: config.Default(), spec: sbexec.Spec{Image: "img:1"}, res: sbexec.Result{Status: st}}
+		return &execOutcome{c: config.Default(), spec: sbexec.Spec{Settings: core.Settings{Image: "img:1"}}, res: sbexec.Result{Status: st}}
 	}
 	var b strings.Builder
 	if err := out(wire.RunStatus{ExitCode: 3, TimedOut: true}).reportPlain(&b); err != (cli.StatusError{StatusCode: 3}) || b.String() != "docker sandbox: killed at --timeout 1m0s\n" {

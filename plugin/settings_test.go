@@ -138,10 +138,10 @@ func TestCheckedRunner(t *testing.T) {
 	f := &fakeNetworks{nets: []network.Summary{{Name: "mynet", ID: idCopied, Labels: map[string]string{"com.docker.sandbox.scope": "x"}}}}
 	inner := &countingRunner{}
 	r := checkedRunner{Runner: inner, engine: f, src: config.Source{Kind: config.KindEnv, Name: "DOCKER_SANDBOX_NETWORK"}}
-	if _, _, err := r.HelperExec(context.Background(), sbexec.Spec{Network: "mynet"}, sbexec.RawRequest{}); err == nil || inner.n != 0 {
+	if _, _, err := r.HelperExec(context.Background(), sbexec.Spec{Settings: core.Settings{Network: "mynet"}}, sbexec.RawRequest{}); err == nil || inner.n != 0 {
 		t.Errorf("refused network: err %v, runner called %d times", err, inner.n)
 	}
-	if _, _, err := r.HelperExec(context.Background(), sbexec.Spec{Network: "none"}, sbexec.RawRequest{}); err != nil || inner.n != 1 {
+	if _, _, err := r.HelperExec(context.Background(), sbexec.Spec{Settings: core.Settings{Network: "none"}}, sbexec.RawRequest{}); err != nil || inner.n != 1 {
 		t.Errorf("none: err %v, runner called %d times", err, inner.n)
 	}
 }

@@ -15,9 +15,9 @@ type runtimeRefer interface{ RuntimeRef() string }
 // exec, cp/files and shell all create or join sandboxes with it, so that
 // they ask for the same settings (a sandbox made by one is joined, not
 // refused as a mismatch, by the others). The configuration's keys of the
-// config.FlagsSandbox group are the settings (TestSandboxSpecCoversSettings
-// fails for one that is not mapped here); the image is the configured one,
-// else the built-in runtime image.
+// config.FlagsSandbox group are its core.Settings, which the Spec embeds as
+// they are (TestSandboxSpecCoversSettings fails for a key outside them); the
+// image is the configured one, else the built-in runtime image.
 //
 // It lives here, not as a method of config.Config or in exec, because it
 // joins three sources: the configuration (plugin/config, which stays free
@@ -25,14 +25,9 @@ type runtimeRefer interface{ RuntimeRef() string }
 // runtime image) and the plugin's version; exec takes the finished Spec and
 // knows nothing of configuration.
 func sandboxSpec(c *config.Config, b runtimeRefer, t core.Target) sbexec.Spec {
-	img := c.Image
-	if img == "" {
-		img = b.RuntimeRef()
+	st := c.Settings
+	if st.Image == "" {
+		st.Image = b.RuntimeRef()
 	}
-	return sbexec.Spec{
-		Target: t, Image: img, Network: c.Network, Memory: c.Memory, CPUs: c.CPUs, Pids: c.Pids,
-		Nofile: c.Nofile, TmpSize: c.TmpSize, IdleTTL: c.IdleTTL, Runtime: c.Runtime,
-		MaxLifetime: c.MaxLifetime, Disk: c.Disk,
-		HelperID: images.HelperID(), Version: Version,
-	}
+	return sbexec.Spec{Target: t, Settings: st, HelperID: images.HelperID(), Version: Version}
 }

@@ -14,8 +14,8 @@ func (r fixedRuntime) RuntimeRef() string { return string(r) }
 // Every container setting of the configuration (the keys of the
 // config.FlagsSandbox group) reaches the Spec: another value gives another
 // Spec hash, so a sandbox made with one value is not joined with another.
-// A new container setting fails here until it is mapped in sandboxSpec and
-// given a sample value below.
+// A new container setting fails here until it is a field of core.Settings
+// that the Spec's hash covers, and is given a sample value below.
 func TestSandboxSpecCoversSettings(t *testing.T) {
 	samples := map[string]string{
 		"image": "python:3.13-slim", "network": "proxy", "memory": "256m", "cpus": "0.5", "pids": "64",
@@ -29,7 +29,7 @@ func TestSandboxSpecCoversSettings(t *testing.T) {
 	for _, key := range config.FlagKeys(config.FlagsSandbox) {
 		v, ok := samples[key]
 		if !ok {
-			t.Errorf("container setting %q: map it in sandboxSpec and add a sample value to this test", key)
+			t.Errorf("container setting %q: make it a field of core.Settings, hash it in exec.Spec.Hash and add a sample value to this test", key)
 			continue
 		}
 		c := config.Default()

@@ -39,7 +39,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	"io/fs"
 	"maps"
 	"net/netip"
@@ -50,6 +49,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 )
 
 // File names and the environment prefix.
@@ -140,29 +142,22 @@ func flagDisplay(name string) string {
 
 // Config is the effective configuration. Make one with Load or Default.
 type Config struct {
+	// Settings are the container settings (the keys of the FlagsSandbox
+	// group: image, network, runtime, memory, cpus, pids, nofile, tmp_size,
+	// disk, idle_ttl, max_lifetime), as a Spec embeds them.
+	core.Settings
+
 	DefaultScope string // default_scope
 	DefaultLang  string // default_lang; "" means sh
-	Image        string // image; "" means the built-in runtime image
 	RuntimeBase  string // runtime_base: base image of the runtime image
-	Network      string // network: none, proxy or a Docker network (checked by the caller)
-	Runtime      string // runtime; "" means the engine's default
 
 	Timeout    time.Duration // timeout
 	MaxTimeout time.Duration // max_timeout
-	IdleTTL    time.Duration // idle_ttl; 0 means never
-	// MaxLifetime ends a sandbox at that age, even while busy (max_lifetime; 0: none).
-	MaxLifetime time.Duration
 
-	Memory    int64 // memory, bytes
 	MaxMemory int64 // max_memory, bytes
 	MaxOutput int64 // max_output, bytes per stream
-	Nofile    int64 // nofile
-	TmpSize   int64 // tmp_size, bytes
-	Disk      int64 // disk: bytes /opt/workspace and /opt/user may hold together; 0: no limit
-	Pids      int64 // pids
 
-	CPUs         float64 // cpus
-	MaxSandboxes int     // max_sandboxes
+	MaxSandboxes int // max_sandboxes
 
 	// Caps of one cp or files call (host extraction and the helper's).
 	CopyMaxSize     int64 // copy_max_size, bytes

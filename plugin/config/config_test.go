@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -80,20 +81,16 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Config{
-		DefaultScope:   "default",
-		RuntimeBase:    "debian:bookworm-slim",
-		Network:        "none",
+		DefaultScope: "default",
+		RuntimeBase:  "debian:bookworm-slim",
+		Settings: core.Settings{
+			Network: "none", IdleTTL: 10 * time.Minute, Memory: 1 << 30, Nofile: 1024,
+			TmpSize: 512 << 20, Disk: 10 << 30, Pids: 256, CPUs: 1,
+		},
 		Timeout:        60 * time.Second,
 		MaxTimeout:     time.Hour,
-		IdleTTL:        10 * time.Minute,
-		Memory:         1 << 30,
 		MaxMemory:      16 << 30,
 		MaxOutput:      1 << 20,
-		Nofile:         1024,
-		TmpSize:        512 << 20,
-		Disk:           10 << 30,
-		Pids:           256,
-		CPUs:           1,
 		MaxSandboxes:   50,
 		CopyMaxSize:    2 << 30,
 		CopyMaxEntries: 1_000_000,
