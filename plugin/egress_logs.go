@@ -186,10 +186,6 @@ func egDash(s string) string {
 	return s
 }
 
-// egBacklogMark is the line the helper's `logs -f` writes after the lines
-// that were already there.
-const egBacklogMark = `{"mark":"backlog_end"}`
-
 // egFilterTail keeps the lines of scope ("" = all), and of the existing
 // lines only the last n (n < 0: all). The backlog ends at the helper's mark
 // (with -f) or at the end of the input.
@@ -211,7 +207,7 @@ func egFilterTail(r io.Reader, scope string, n int) io.Reader {
 		}
 		for sc.Scan() {
 			line := sc.Text()
-			if line == egBacklogMark {
+			if line == proxy.BacklogMark {
 				if !flush() {
 					return
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -75,7 +76,7 @@ func TestExecEgress(t *testing.T) {
 func TestEgFilterTail(t *testing.T) {
 	in := strings.Join([]string{
 		`{"scope":"a","n":1}`, `{"scope":"b","n":2}`, `{"scope":"a","n":3}`, `{"scope":"a","n":4}`,
-		egBacklogMark,
+		proxy.BacklogMark,
 		`{"scope":"a","n":5}`, `{"scope":"b","n":6}`,
 	}, "\n") + "\n"
 	read := func(scope string, n int) string {

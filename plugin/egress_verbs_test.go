@@ -18,6 +18,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
 // fakeEgress is the sidecar manager as the egress verbs see it.
@@ -310,7 +311,7 @@ func TestEgressLogsFollow(t *testing.T) {
 	go func() {
 		done <- runEgressLogs(ctx, followLogs{pr}, out, egressLogsOptions{follow: true, tail: -1})
 	}()
-	fmt.Fprintf(pw, "%s\n%s\n", egBacklogMark, `{"time":"2026-03-01T12:00:00Z","scope":"a","method":"GET","host":"x.test","port":80,"decision":"deny","status":403}`)
+	fmt.Fprintf(pw, "%s\n%s\n", proxy.BacklogMark, `{"time":"2026-03-01T12:00:00Z","scope":"a","method":"GET","host":"x.test","port":80,"decision":"deny","status":403}`)
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out.String(), "x.test:80") {
 		if time.Now().After(deadline) {

@@ -22,9 +22,6 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
-// BacklogMark is the line `logs -f` writes after the existing lines.
-const BacklogMark = `{"mark":"backlog_end"}`
-
 // Default paths in the sidecar: its volume is mounted at /opt/user.
 const (
 	defaultPolicyFile   = "/opt/user/policy.json"
@@ -544,7 +541,7 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	emit = write
 	// The end of the backlog, so that a reader filtering it (the plugin's
 	// --scope with --tail) knows when to print what it kept.
-	write(BacklogMark + "\n")
+	write(proxy.BacklogMark + "\n")
 	if err := w.Flush(); err != nil {
 		return 0
 	}

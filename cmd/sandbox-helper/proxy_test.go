@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
 func policyCmd(t *testing.T, file, stdin string, args ...string) (string, int) {
@@ -125,7 +126,7 @@ func TestProxyLogsTailAndFollow(t *testing.T) {
 	next := func() string { // skips the backlog's end mark
 		for {
 			l, err := br.ReadString('\n')
-			if l != BacklogMark+"\n" || err != nil {
+			if l != proxy.BacklogMark+"\n" || err != nil {
 				return l
 			}
 		}

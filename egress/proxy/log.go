@@ -34,6 +34,10 @@ type Record struct {
 	Client     string  `json:"client"`
 }
 
+// BacklogMark is the line the sidecar's `logs -f` writes after the lines
+// that were already there, before the ones that follow.
+const BacklogMark = `{"mark":"backlog_end"}`
+
 // Decisions.
 const (
 	Allow = "allow"
