@@ -61,6 +61,10 @@ type Request struct {
 	Stdin     io.Reader // the program's stdin; nil for none
 	Stdout    io.Writer
 	Stderr    io.Writer
+	// verifyStatus: check the wrapper's status against the engine's exit
+	// code of its exec (set by Run for a sandbox under a runtime other
+	// than the engine's default: see statusFromWrapper).
+	verifyStatus bool
 }
 
 // Result tells how a run ended.
@@ -75,6 +79,10 @@ type Result struct {
 	FreshVolumes []string
 	Status       wire.RunStatus
 	Duration     time.Duration
+	// SandboxRestarted: the program took its whole container with it
+	// (gVisor: out of memory, or a fork bomb killed at the timeout), which
+	// the next call starts anew; Status says why.
+	SandboxRestarted bool
 }
 
 // runBackstop is how long past its timeout the plugin waits for a run's
@@ -91,7 +99,9 @@ const maxCreateWait = 60 * time.Second
 func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
 	start := time.Now()
 	token := newToken()
+	req.verifyStatus = spec.Runtime != ""
 	var st wire.RunStatus
+	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
 		execID, err := m.execCreate(ctx, name, spec, req, token)
@@ -102,6 +112,9 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		t1 := time.Now()
 		st, err = m.attach(ctx, name, execID, token, req)
 		core.Debugf("attach+run %v (helper says program ran %dms)", time.Since(t1), st.DurationMS)
+		if errors.Is(err, errSandboxLost) {
+			sandboxLost, err = true, nil // st says why: out of memory, or the timeout
+		}
 		if execNotStarted(err) || errors.Is(err, errEndedBeforeStart) || (err == nil && st.ErrorCode == wire.ErrDraining) {
 			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
 		}
@@ -116,6 +129,7 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		return true, err
 	})
 	res.Status = st
+	res.SandboxRestarted = sandboxLost
 	res.Duration = time.Since(start)
 	if err != nil {
 		return res, err
@@ -315,6 +329,11 @@ func (m *Manager) execCreate(ctx context.Context, name string, spec Spec, req Re
 // frames until its status arrives.
 func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req Request) (wire.RunStatus, error) {
 	var st wire.RunStatus
+	runStart := time.Now()
+	pr, pw := io.Pipe()
+	// The container's death ends the stream (runsc leaves it open).
+	watch := m.watchRun(ctx, ctrName, func() { pw.CloseWithError(io.EOF) })
+	defer watch.end()
 	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
 		return st, core.EngineError(err, "cannot start the program in the sandbox")
@@ -360,12 +379,12 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 		}
 	}()
 
-	pr, pw := io.Pipe()
 	helperErr := &limitedBuffer{max: 64 << 10}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, helperErr, hj.Reader)
 		pw.CloseWithError(err)
 	}()
+	vs := &statusCheck{m: m, execID: execID}
 	head := &headRecorder{r: pr, max: 4 << 10}
 	fr := wire.NewFrameReader(head)
 	gotStarted := false
@@ -385,6 +404,9 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			if ctx.Err() != nil {
 				return st, ctx.Err()
 			}
+			if s, ok := vs.atEnd(ctx); ok {
+				return s, nil
+			}
 			if !gotStarted && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 				// The wrapper ends before Started only when it was
 				// refused or its container went away: nothing ran, and
@@ -394,6 +416,9 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			msg := strings.TrimSpace(helperErr.String())
 			if msg == "" {
 				msg = "the stream ended without the helper's status"
+			}
+			if lost, ok := m.sandboxLost(ctrName, watch, runStart, req.Timeout); ok {
+				return lost, errSandboxLost
 			}
 			return st, m.lostRun(ctrName, err, msg)
 		}
@@ -416,6 +441,10 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 		case wire.Status:
 			if err := json.Unmarshal(p, &st); err != nil {
 				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")
+			}
+			if req.verifyStatus && !vs.fromWrapper(ctx, st) {
+				st = wire.RunStatus{}
+				continue // maybe not the wrapper's: read on to its own
 			}
 			return st, nil
 		}

@@ -94,21 +94,26 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 
 // execJSON is the --format json schema of exec.
 type execJSON struct {
-	Scope           string  `json:"scope"`
-	Session         string  `json:"session"`
-	Container       string  `json:"container"`
-	Image           string  `json:"image"`
-	Lang            string  `json:"lang"`
-	ExitCode        int     `json:"exit_code"`
-	Signal          *string `json:"signal"`
-	TimedOut        bool    `json:"timed_out"`
-	OOMKilled       bool    `json:"oom_killed"`
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	DurationMS      int64   `json:"duration_ms"`
-	Created         bool    `json:"created"`
+	Scope     string  `json:"scope"`
+	Session   string  `json:"session"`
+	Container string  `json:"container"`
+	Image     string  `json:"image"`
+	Runtime   string  `json:"runtime"`
+	Lang      string  `json:"lang"`
+	ExitCode  int     `json:"exit_code"`
+	Signal    *string `json:"signal"`
+	TimedOut  bool    `json:"timed_out"`
+	OOMKilled bool    `json:"oom_killed"`
+	// SandboxRestarted: the program's memory use killed its whole sandbox
+	// container (gVisor): processes and files outside the volumes are
+	// gone, and the next call starts a new container.
+	SandboxRestarted bool   `json:"sandbox_restarted"`
+	Stdout           string `json:"stdout"`
+	Stderr           string `json:"stderr"`
+	StdoutTruncated  bool   `json:"stdout_truncated"`
+	StderrTruncated  bool   `json:"stderr_truncated"`
+	DurationMS       int64  `json:"duration_ms"`
+	Created          bool   `json:"created"`
 	// Error is set when the sandbox stopped the program (disk_limit,
 	// lifetime_reached): the output up to then is above.
 	Error *errorBody `json:"error,omitempty"`
@@ -228,6 +233,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
+	// The runtime for the sandbox's network (proxy mode under gVisor needs
+	// a --network=host runtime), before the egress plan makes anything.
+	if spec.Runtime, err = resolveRuntime(ctx, dockerCli.Client(), spec.Runtime, egPlan.mode); err != nil {
+		return err
+	}
 	if err := egPlan.apply(ctx, dockerCli, c, &spec); err != nil {
 		return err
 	}
@@ -243,6 +253,12 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	// executable: a setup failure, and a container kept with that image
 	// would refuse the next call as a mismatch). A sandbox that existed
 	// before (with its data, maybe running other execs) stays.
+	// The runtime it ran under, for the JSON result (before --rm removes
+	// the container).
+	var ranUnder, ctrID string
+	if jsonMode && runErr == nil {
+		ranUnder, ctrID = m.SandboxRuntime(ctx, spec)
+	}
 	setupFailed := res.Status.ErrorCode == wire.ErrInterpreterNotFound || res.Status.ErrorCode == wire.ErrInterpreterNoExec
 	removed := false
 	if o.rm || (setupFailed && res.Created) {
@@ -296,6 +312,8 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: %s\n", stoppedBy.Message)
 		case st.TimedOut:
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed at --timeout %s\n", c.Timeout)
+		case st.OOMKilled && res.SandboxRestarted:
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s); the sandbox's container went with it (gVisor): the next call starts a new one, with the same volumes\n", units.BytesSize(float64(c.Memory)))
 		case st.OOMKilled:
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(c.Memory)))
 		}
@@ -305,6 +323,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	} else {
 		j := execJSON{
 			Scope: target.Scope, Session: target.Session, Container: res.Container, Image: spec.Image, Lang: lang.Name,
+			Runtime: ranUnder, SandboxRestarted: res.SandboxRestarted,
 			ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
 			Stdout: outBuf.String(), Stderr: errBuf.String(),
 			StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
@@ -318,7 +337,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		case removed:
 			j.Container = "" // --rm removed it: there is no container
 		case j.Container == "":
-			j.Container = m.ContainerID(ctx, target.ContainerName())
+			j.Container = ctrID
 		}
 		if err := writeFormatted(dockerCli.Out(), o.format, j, nil); err != nil {
 			return err
