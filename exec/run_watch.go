@@ -29,10 +29,11 @@ const watchGrace = 2 * time.Second
 // runWatch follows the engine's events of one sandbox container while a
 // run streams from it: whether the container ran out of memory or died.
 type runWatch struct {
-	mu   sync.Mutex
-	oom  bool
-	died bool
-	stop context.CancelFunc
+	mu     sync.Mutex
+	oom    bool
+	died   bool
+	killed bool // the engine was asked to kill it (kill, stop, rm -f)
+	stop   context.CancelFunc
 }
 
 // watchRun starts watching the container ctrName; gone is called (once)
@@ -47,7 +48,7 @@ func (m *Manager) watchRun(ctx context.Context, ctrName string, gone func()) *ru
 	w := &runWatch{stop: cancel}
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", ctrName),
 		filters.Arg("event", string(events.ActionOOM)), filters.Arg("event", string(events.ActionDie)),
-		filters.Arg("event", string(events.ActionDestroy)))
+		filters.Arg("event", string(events.ActionDestroy)), filters.Arg("event", string(events.ActionKill)))
 	msgs, errs := es.Events(wctx, events.ListOptions{Filters: f})
 	go func() {
 		var timer *time.Timer
@@ -67,6 +68,8 @@ func (m *Manager) watchRun(ctx context.Context, ctrName string, gone func()) *ru
 				switch msg.Action {
 				case events.ActionOOM:
 					w.oom = true
+				case events.ActionKill:
+					w.killed = true
 				case events.ActionDie, events.ActionDestroy:
 					w.died = true
 				}
@@ -116,6 +119,23 @@ func timeoutStatus(start time.Time) wire.RunStatus {
 	return wire.RunStatus{ExitCode: 124, TimedOut: true, DurationMS: time.Since(start).Milliseconds()}
 }
 
+// crashStatus is the run's status when its container died during the run
+// with no one asking the engine to kill it and no out-of-memory: the
+// program was killed with its sandbox (exit 137, SIGKILL).
+func crashStatus(start time.Time) wire.RunStatus {
+	return wire.RunStatus{ExitCode: 128 + 9, Signal: 9, DurationMS: time.Since(start).Milliseconds()}
+}
+
+// diedUnasked reports whether the container died with no kill event before.
+func (w *runWatch) diedUnasked() bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.died && !w.killed
+}
+
 // errSandboxLost: the run's whole container died with the program (the
 // run's status is oomStatus or timeoutStatus).
 var errSandboxLost = errors.New("the sandbox's container died with the program")
@@ -154,6 +174,13 @@ func (m *Manager) sandboxLost(ctrName string, w *runWatch, start time.Time, time
 	}
 	if timeout > 0 && time.Since(start) >= timeout {
 		return timeoutStatus(start), true
+	}
+	if w.diedUnasked() {
+		// Nobody killed, stopped or removed it, its init did not exit on
+		// its own during a run: the program took it down (gVisor, ptrace
+		// platform: a fork bomb at the pids limit, which also counts
+		// gVisor's own threads).
+		return crashStatus(start), true
 	}
 	return wire.RunStatus{}, false
 }

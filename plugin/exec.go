@@ -316,6 +316,8 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s); the sandbox's container went with it (gVisor): the next call starts a new one, with the same volumes\n", units.BytesSize(float64(c.Memory)))
 		case st.OOMKilled:
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(c.Memory)))
+		case res.SandboxRestarted:
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: killed: the program took the sandbox's container down (gVisor: e.g. at the --pids limit %d); the next call starts a new one, with the same volumes\n", c.Pids)
 		}
 		if st.StdoutTruncated || st.StderrTruncated {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: output truncated at --max-output %s per stream\n", units.BytesSize(float64(c.MaxOutput)))
