@@ -61,10 +61,11 @@ type Request struct {
 	Stdin     io.Reader // the program's stdin; nil for none
 	Stdout    io.Writer
 	Stderr    io.Writer
-	// verifyStatus: check the wrapper's status against the engine's exit
-	// code of its exec (set by Run for a sandbox under a runtime other
-	// than the engine's default: see statusFromWrapper).
-	verifyStatus bool
+	// otherRuntime: the sandbox runs under a runtime other than the
+	// engine's default (set by Run): its run is watched (runWatch) and its
+	// status checked against the engine's exit code of the wrapper's exec
+	// (statusCheck), for gVisor's differences; runc needs neither.
+	otherRuntime bool
 }
 
 // Result tells how a run ended.
@@ -99,7 +100,7 @@ const maxCreateWait = 60 * time.Second
 func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
 	start := time.Now()
 	token := newToken()
-	req.verifyStatus = spec.Runtime != ""
+	req.otherRuntime = spec.Runtime != ""
 	var st wire.RunStatus
 	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
@@ -332,8 +333,11 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 	runStart := time.Now()
 	pr, pw := io.Pipe()
 	// The container's death ends the stream (runsc leaves it open).
-	watch := m.watchRun(ctx, ctrName, func() { pw.CloseWithError(io.EOF) })
-	defer watch.end()
+	var watch *runWatch
+	if req.otherRuntime {
+		watch = m.watchRun(ctx, ctrName, func() { pw.CloseWithError(io.EOF) })
+		defer watch.end()
+	}
 	hj, err := m.Engine.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
 		return st, core.EngineError(err, "cannot start the program in the sandbox")
@@ -442,7 +446,7 @@ func (m *Manager) attach(ctx context.Context, ctrName, execID, token string, req
 			if err := json.Unmarshal(p, &st); err != nil {
 				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")
 			}
-			if req.verifyStatus && !vs.fromWrapper(ctx, st) {
+			if req.otherRuntime && !vs.fromWrapper(ctx, st) {
 				st = wire.RunStatus{}
 				continue // maybe not the wrapper's: read on to its own
 			}

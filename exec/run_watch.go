@@ -147,6 +147,9 @@ var errSandboxLost = errors.New("the sandbox's container died with the program")
 // The stream can end before the engine has seen the container die, so it
 // waits (a few seconds at most) for the container's die event.
 func (m *Manager) sandboxLost(ctrName string, w *runWatch, start time.Time, timeout time.Duration) (wire.RunStatus, bool) {
+	if w == nil {
+		return wire.RunStatus{}, false // not watched (the default runtime): lostRun says
+	}
 	bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if m.initAnswers(bg, ctrName) {
