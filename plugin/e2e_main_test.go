@@ -342,7 +342,9 @@ func wantRuntime(t *testing.T) string {
 // the runtime's name, and puts the engine back: the benchmarks' runsc rows
 // on an engine that has no gVisor runtime of its own. No test runs:
 //
-//	DOCKER_SANDBOX_TEST_PASS=runsc-bench DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -count=1 -run '^$' ./plugin/
+//	DOCKER_SANDBOX_TEST_PASS=runsc-bench DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -v -count=1 -timeout 60m -run '^$' ./plugin/
+//
+// (-v: without it go test prints a passing package's output not at all.)
 func runscBench() int {
 	cmdline := os.Getenv("DOCKER_SANDBOX_RUNSC_BENCH_CMD")
 	if cmdline == "" {

@@ -37,7 +37,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench-cp"
 
 usage() {
-	sed -n '2,27s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,31s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 

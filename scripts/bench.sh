@@ -14,7 +14,11 @@
 #   4. gVisor, when the engine has a runtime for it (a runtime whose binary is
 #      runsc and whose args lack --network=host, or DOCKER_SANDBOX_BENCH_RUNSC=
 #      NAME): warm exec and first exec under it vs the same under the default
-#      runtime (runc), in the same run; N as in 1 and 2. No target.
+#      runtime (runc), in the same run; N as in 1 and 2. No target. On an engine
+#      without one, the tests' runtime can be registered for the run's duration
+#      (daemon.json and a reload, undone after): DOCKER_SANDBOX_TEST_PASS=runsc-bench
+#      DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -v -count=1
+#      -timeout 60m -run '^$' ./plugin/ (also for scripts/bench-cp.sh).
 # The commands of a benchmark run interleaved (A B A B ...), so that the load of
 # a shared machine hits them alike; still, on a busy machine run it more than
 # once. Times are wall-clock around the whole command (scripts/bench/main.go).
@@ -38,7 +42,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,28s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,36s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
