@@ -65,6 +65,11 @@ type Request struct {
 	Stdin     io.Reader // the program's stdin; nil for none
 	Stdout    io.Writer
 	Stderr    io.Writer
+	// otherRuntime: the sandbox runs under a runtime other than the
+	// engine's default (set by Run): its run is watched (runWatch) and its
+	// status checked against the engine's exit code of the wrapper's exec
+	// (statusCheck), for gVisor's differences; runc needs neither.
+	otherRuntime bool
 }
 
 // Result tells how a run ended.
@@ -79,6 +84,10 @@ type Result struct {
 	FreshVolumes []string
 	Status       wire.RunStatus
 	Duration     time.Duration
+	// SandboxRestarted: the program took its whole container with it
+	// (gVisor: out of memory, or a fork bomb killed at the timeout), which
+	// the next call starts anew; Status says why.
+	SandboxRestarted bool
 }
 
 // runBackstop is how long past its timeout the plugin waits for a run's
@@ -95,12 +104,14 @@ const maxCreateWait = 60 * time.Second
 func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
 	start := time.Now()
 	token := newToken()
+	req.otherRuntime = spec.Runtime != ""
 	var st wire.RunStatus
+	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
 		_, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
-			Session: func(_ string, hj types.HijackedResponse) (err error) {
-				st, err = m.session(ctx, name, hj, token, req)
+			Session: func(execID string, hj types.HijackedResponse) (err error) {
+				st, err = m.session(ctx, name, execID, hj, token, req)
 				return err
 			}})
 		core.Debugf("exec create+attach+run %v (helper says program ran %dms)", time.Since(t0), st.DurationMS)
@@ -111,6 +122,9 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 			err = core.EngineError(serr, "cannot start the program in the sandbox")
 		case helpercall.Stream:
 			err = serr
+		}
+		if errors.Is(err, errSandboxLost) {
+			sandboxLost, err = true, nil // st says why: out of memory, or the timeout
 		}
 		if execNotStarted(err) || errors.Is(err, errEndedBeforeStart) || (err == nil && st.ErrorCode == wire.ErrDraining) {
 			return false, errNotRunningYet // a stop/rm is removing it, or it is going: the program did not run
@@ -126,6 +140,7 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		return true, err
 	})
 	res.Status = st
+	res.SandboxRestarted = sandboxLost
 	res.Duration = time.Since(start)
 	if err != nil {
 		return res, err
@@ -303,8 +318,16 @@ func execOptions(spec Spec, req Request, token string) container.ExecOptions {
 
 // session feeds the attached exec code and stdin, and decodes the helper's
 // frames until its status arrives.
-func (m *Manager) session(ctx context.Context, ctrName string, hj types.HijackedResponse, token string, req Request) (wire.RunStatus, error) {
+func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.HijackedResponse, token string, req Request) (wire.RunStatus, error) {
 	var st wire.RunStatus
+	runStart := time.Now()
+	pr, pw := io.Pipe()
+	// The container's death ends the stream (runsc leaves it open).
+	var watch *runWatch
+	if req.otherRuntime {
+		watch = m.watchRun(ctx, ctrName, func() { pw.CloseWithError(io.EOF) })
+		defer watch.end()
+	}
 
 	// Interrupted (Ctrl-C): closing the stream does not end an exec, so
 	// ask the helper to stop the program, give it a moment to report, then
@@ -345,12 +368,12 @@ func (m *Manager) session(ctx context.Context, ctrName string, hj types.Hijacked
 		}
 	}()
 
-	pr, pw := io.Pipe()
 	helperErr := &limitedBuffer{max: 64 << 10}
 	go func() {
 		_, err := stdcopy.StdCopy(pw, helperErr, hj.Reader)
 		pw.CloseWithError(err)
 	}()
+	vs := &statusCheck{m: m, execID: execID}
 	head := &headRecorder{r: pr, max: 4 << 10}
 	fr := wire.NewFrameReader(head)
 	gotStarted := false
@@ -370,6 +393,9 @@ func (m *Manager) session(ctx context.Context, ctrName string, hj types.Hijacked
 			if ctx.Err() != nil {
 				return st, ctx.Err()
 			}
+			if s, ok := vs.atEnd(ctx); ok {
+				return s, nil
+			}
 			if !gotStarted && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 				// The wrapper ends before Started only when it was
 				// refused or its container went away: nothing ran, and
@@ -379,6 +405,9 @@ func (m *Manager) session(ctx context.Context, ctrName string, hj types.Hijacked
 			msg := strings.TrimSpace(helperErr.String())
 			if msg == "" {
 				msg = "the stream ended without the helper's status"
+			}
+			if lost, ok := m.sandboxLost(ctrName, watch, runStart, req.Timeout); ok {
+				return lost, errSandboxLost
 			}
 			return st, m.lostRun(ctrName, err, msg)
 		}
@@ -401,6 +430,10 @@ func (m *Manager) session(ctx context.Context, ctrName string, hj types.Hijacked
 		case wire.Status:
 			if err := json.Unmarshal(p, &st); err != nil {
 				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")
+			}
+			if req.otherRuntime && !vs.fromWrapper(ctx, st) {
+				st = wire.RunStatus{}
+				continue // maybe not the wrapper's: read on to its own
 			}
 			return st, nil
 		}

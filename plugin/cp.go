@@ -68,6 +68,9 @@ same rule holds in every direction, and for "-" as DST.`,
 			}
 			ctx, cancel := interruptible(cmd.Context())
 			defer cancel()
+			if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+				return fail(out, o.format, err)
+			}
 			cp := copier(dockerCli, c, limits, o.archive)
 			cp.Strict = o.strict
 			return fail(out, o.format, runCp(ctx, cp, dockerCli.In(), out, dockerCli.Err(), a, o.format))

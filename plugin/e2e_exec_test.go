@@ -240,14 +240,15 @@ func TestExecJSONSchema(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"container", "created", "duration_ms", "exit_code", "image", "lang", "oom_killed", "scope", "session",
+	want := []string{"container", "created", "duration_ms", "exit_code", "image", "lang", "oom_killed", "runtime", "sandbox_restarted", "scope", "session",
 		"signal", "stderr", "stderr_truncated", "stdout", "stdout_truncated", "timed_out"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Fatalf("JSON keys (-want +got):\n%s", diff)
 	}
 	j := decodeExec(t, r)
 	if j.Scope != scope || j.Session != "s1" || len(j.Container) != 12 || j.Lang != "sh" || j.ExitCode != 5 ||
-		j.Stdout != "out\n" || j.Stderr != "err\n" || j.Signal != nil || !j.Created || !strings.HasPrefix(j.Image, "docker-sandbox-runtime:") {
+		j.Stdout != "out\n" || j.Stderr != "err\n" || j.Signal != nil || !j.Created || !strings.HasPrefix(j.Image, "docker-sandbox-runtime:") ||
+		j.Runtime != wantRuntime(t) || j.SandboxRestarted {
 		t.Fatalf("unexpected: %+v", j)
 	}
 	j2 := decodeExec(t, sb(t, "exec", "-s", scope, "--session", "s1", "--format", "json", "-c", "true"))

@@ -27,6 +27,18 @@ import (
 
 // cpSh runs a shell script in the scope's sandbox and fails unless it
 // exits 0; it returns stdout.
+// Listings without coreutils' ls and stat, which fail with EINVAL under
+// gVisor (runsc 2022-12 refuses their statx): python's os.lstat works under
+// both runtimes. shLsA DIR prints DIR's entries as ls -A does (sorted, one
+// a line), shModes PATH... each path's permission bits as stat -c %a does,
+// shTreeModes "PATH MODE" for . and everything under it, sorted, as
+// find . | sort with stat -c %a.
+const (
+	shLsA       = `python3 -c 'import os, sys; [print(n) for n in sorted(os.listdir(sys.argv[1]))]'`
+	shModes     = `python3 -c 'import os, sys; [print(format(os.lstat(p).st_mode & 0o7777, "o")) for p in sys.argv[1:]]'`
+	shTreeModes = `python3 -c 'import os; ps = ["."] + [os.path.join(r, n) for r, ds, fs in os.walk(".") for n in ds + fs]; [print(p, format(os.lstat(p).st_mode & 0o7777, "o")) for p in sorted(ps)]'`
+)
+
 func cpSh(t *testing.T, scope, script string) string {
 	t.Helper()
 	r := sb(t, "exec", "-s", scope, "--lang", "sh", "-c", script)
@@ -204,7 +216,7 @@ func TestCpRoundTrip(t *testing.T) {
 	}
 	execMustPass(t, "cp", filepath.Join(host, "f.txt"), s+":src/")
 	execMustPass(t, "cp", "-a", src, s+":/opt/user/kept")
-	got := cpSh(t, s, `cd /opt/workspace/src && find . | sort | while read f; do printf '%s %s\n' "$f" "$(stat -c %a "$f")"; done; readlink link; stat -c %a /opt/user/kept/su /opt/user/kept/sub/b.txt /opt/user/kept/w.txt`)
+	got := cpSh(t, s, `cd /opt/workspace/src && `+shTreeModes+`; readlink link; `+shModes+` /opt/user/kept/su /opt/user/kept/sub/b.txt /opt/user/kept/w.txt`)
 	want := ". 755\n./a.txt 644\n./f.txt 640\n./link 777\n./run.sh 755\n./su 755\n./sub 755\n./sub/b.txt 600\n./w.txt 644\na.txt\n755\n600\n666\n"
 	if got != want {
 		t.Errorf("in the sandbox:\n%s\nwant:\n%s", got, want)
@@ -388,7 +400,7 @@ func TestFilesCommands(t *testing.T) {
 	wantStdout(t, sb(t, "files", "rm", "-r", "--format", "json", s+":notes"), `{"path":"/opt/workspace/notes","removed":true}`+"\n")
 	wantStdout(t, sb(t, "files", "rm", "-f", "--format", "json", s+":notes"), `{"path":"/opt/workspace/notes","removed":false}`+"\n")
 	// Without a session, /opt/user is the workspace's volume too.
-	if got := cpSh(t, s, "ls -A /opt/workspace"); got != "u.txt\n" {
+	if got := cpSh(t, s, shLsA+" /opt/workspace"); got != "u.txt\n" {
 		t.Errorf("after rm -r: %q", got)
 	}
 }
@@ -416,7 +428,7 @@ func TestFilesPutInterrupted(t *testing.T) {
 	// Wait until the helper's temporary file exists: the upload is on
 	// its way.
 	poll(t, 30*time.Second, func() error {
-		if out := cpSh(t, s, "ls -A /opt/workspace"); !strings.Contains(out, ".sandbox-cp-put-") {
+		if out := cpSh(t, s, shLsA+" /opt/workspace"); !strings.Contains(out, ".sandbox-cp-put-") {
 			return fmt.Errorf("no upload in progress yet: %q", out)
 		}
 		return nil
@@ -425,7 +437,7 @@ func TestFilesPutInterrupted(t *testing.T) {
 	cmd.Wait()
 	stdin.Close()
 	poll(t, 30*time.Second, func() error {
-		if out := cpSh(t, s, "ls -A /opt/workspace"); out != "f.txt\n" {
+		if out := cpSh(t, s, shLsA+" /opt/workspace"); out != "f.txt\n" {
 			return fmt.Errorf("the workspace holds %q", out)
 		}
 		return nil

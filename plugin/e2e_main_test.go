@@ -60,6 +60,9 @@ const envTestPass = "DOCKER_SANDBOX_TEST_PASS"
 func underRunsc() bool { return os.Getenv(envTestPass) == "runsc" }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envTestPass) == "runsc-bench" {
+		os.Exit(runscBench())
+	}
 	if !underRunsc() {
 		os.Exit(m.Run())
 	}
@@ -224,22 +227,24 @@ func sbRun(t *testing.T, r run) result {
 
 // execJSON mirrors the documented exec --format json schema.
 type execJSON struct {
-	Scope           string  `json:"scope"`
-	Session         string  `json:"session"`
-	Container       string  `json:"container"`
-	Image           string  `json:"image"`
-	Lang            string  `json:"lang"`
-	ExitCode        int     `json:"exit_code"`
-	Signal          *string `json:"signal"`
-	TimedOut        bool    `json:"timed_out"`
-	OOMKilled       bool    `json:"oom_killed"`
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	DurationMS      int64   `json:"duration_ms"`
-	Created         bool    `json:"created"`
-	Error           *struct {
+	Scope            string  `json:"scope"`
+	Session          string  `json:"session"`
+	Container        string  `json:"container"`
+	Image            string  `json:"image"`
+	Runtime          string  `json:"runtime"`
+	Lang             string  `json:"lang"`
+	ExitCode         int     `json:"exit_code"`
+	Signal           *string `json:"signal"`
+	TimedOut         bool    `json:"timed_out"`
+	OOMKilled        bool    `json:"oom_killed"`
+	SandboxRestarted bool    `json:"sandbox_restarted"`
+	Stdout           string  `json:"stdout"`
+	Stderr           string  `json:"stderr"`
+	StdoutTruncated  bool    `json:"stdout_truncated"`
+	StderrTruncated  bool    `json:"stderr_truncated"`
+	DurationMS       int64   `json:"duration_ms"`
+	Created          bool    `json:"created"`
+	Error            *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -315,3 +320,54 @@ func poll(t *testing.T, d time.Duration, f func() error) {
 }
 
 func lookupEnv(k string) string { return os.Getenv(k) }
+
+// wantRuntime is the runtime the run's sandboxes run under: the runsc
+// pass's, else the engine's default.
+func wantRuntime(t *testing.T) string {
+	t.Helper()
+	if rt := os.Getenv("DOCKER_SANDBOX_RUNTIME"); rt != "" {
+		return rt
+	}
+	info, err := engine(t).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.DefaultRuntime
+}
+
+// runscBench (DOCKER_SANDBOX_TEST_PASS=runsc-bench) registers the gVisor
+// runtime as the runsc pass does, runs the command in
+// DOCKER_SANDBOX_RUNSC_BENCH_CMD (bash -c, from the repository's root, e.g.
+// "bash scripts/bench.sh --n 10") with DOCKER_SANDBOX_BENCH_RUNSC set to
+// the runtime's name, and puts the engine back: the benchmarks' runsc rows
+// on an engine that has no gVisor runtime of its own. No test runs:
+//
+//	DOCKER_SANDBOX_TEST_PASS=runsc-bench DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -v -count=1 -timeout 60m -run '^$' ./plugin/
+//
+// (-v: without it go test prints a passing package's output not at all.)
+func runscBench() int {
+	cmdline := os.Getenv("DOCKER_SANDBOX_RUNSC_BENCH_CMD")
+	if cmdline == "" {
+		fmt.Fprintln(os.Stderr, "runsc-bench: set DOCKER_SANDBOX_RUNSC_BENCH_CMD to the benchmark's command line")
+		return 2
+	}
+	name, restore, err := registerRunscRuntime()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "runsc-bench: %v\n", err)
+		return 1
+	}
+	cmd := osexec.Command("bash", "-c", cmdline)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "DOCKER_SANDBOX_BENCH_RUNSC="+name)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "runsc-bench: %v\n", err)
+		code = 1
+	}
+	if err := restore(); err != nil {
+		fmt.Fprintf(os.Stderr, "runsc-bench: restoring the engine: %v\n", err)
+		code = 1
+	}
+	return code
+}

@@ -121,10 +121,10 @@ func TestScopesSessionIsolation(t *testing.T) {
 	wantStdout(t, in(t, s, "B", "echo b > /opt/workspace/b.txt && echo ok"), "ok\n")
 
 	t.Run("B does not see A's workspace", func(t *testing.T) {
-		wantStdout(t, in(t, s, "B", "test ! -e /opt/workspace/a.txt && ls -A /opt/workspace"), "b.txt\n")
+		wantStdout(t, in(t, s, "B", "test ! -e /opt/workspace/a.txt && "+shLsA+" /opt/workspace"), "b.txt\n")
 	})
 	t.Run("A does not see B's workspace", func(t *testing.T) {
-		wantStdout(t, in(t, s, "A", "test ! -e /opt/workspace/b.txt && ls -A /opt/workspace"), "a.txt\n")
+		wantStdout(t, in(t, s, "A", "test ! -e /opt/workspace/b.txt && "+shLsA+" /opt/workspace"), "a.txt\n")
 	})
 	t.Run("both see the scope's long-term volume", func(t *testing.T) {
 		wantStdout(t, in(t, s, "A", "cat /opt/user/u.txt"), "u\n")

@@ -70,21 +70,26 @@ func newExecCommand(dockerCli command.Cli) *cobra.Command {
 
 // execJSON is the --format json schema of exec.
 type execJSON struct {
-	Scope           string  `json:"scope"`
-	Session         string  `json:"session"`
-	Container       string  `json:"container"`
-	Image           string  `json:"image"`
-	Lang            string  `json:"lang"`
-	ExitCode        int     `json:"exit_code"`
-	Signal          *string `json:"signal"`
-	TimedOut        bool    `json:"timed_out"`
-	OOMKilled       bool    `json:"oom_killed"`
-	Stdout          string  `json:"stdout"`
-	Stderr          string  `json:"stderr"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
-	DurationMS      int64   `json:"duration_ms"`
-	Created         bool    `json:"created"`
+	Scope     string  `json:"scope"`
+	Session   string  `json:"session"`
+	Container string  `json:"container"`
+	Image     string  `json:"image"`
+	Runtime   string  `json:"runtime"`
+	Lang      string  `json:"lang"`
+	ExitCode  int     `json:"exit_code"`
+	Signal    *string `json:"signal"`
+	TimedOut  bool    `json:"timed_out"`
+	OOMKilled bool    `json:"oom_killed"`
+	// SandboxRestarted: the program's memory use killed its whole sandbox
+	// container (gVisor): processes and files outside the volumes are
+	// gone, and the next call starts a new container.
+	SandboxRestarted bool   `json:"sandbox_restarted"`
+	Stdout           string `json:"stdout"`
+	Stderr           string `json:"stderr"`
+	StdoutTruncated  bool   `json:"stdout_truncated"`
+	StderrTruncated  bool   `json:"stderr_truncated"`
+	DurationMS       int64  `json:"duration_ms"`
+	Created          bool   `json:"created"`
 	// Error is set when the sandbox stopped the program (disk_limit,
 	// lifetime_reached): the output up to then is above.
 	Error *errorBody `json:"error,omitempty"`
@@ -145,6 +150,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
+	// The runtime for the sandbox's network (auto; proxy mode under gVisor
+	// needs a --network=host runtime), before the egress side makes anything.
+	if spec.Runtime, err = resolveRuntime(ctx, dockerCli.Client(), spec.Runtime, spec.Network); err != nil {
+		return err
+	}
 	m := manager(dockerCli, c)
 	joined, err := joinNetwork(ctx, dockerCli, m, c, &spec, egRules)
 	if err != nil {
@@ -156,6 +166,12 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if runErr != nil {
 		joined.Failed(ctx, res.Created)
 	}
+	// The runtime it ran under and its container, for the JSON result
+	// (before --rm removes the container).
+	var ranUnder, ctrID string
+	if jsonMode && runErr == nil {
+		ranUnder, ctrID = m.SandboxRuntime(ctx, spec)
+	}
 	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
@@ -164,11 +180,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if runErr != nil {
 		return runErr
 	}
-	r := execOutcome{c: c, spec: spec, lang: lang, res: res, removed: removed, stdout: outBuf.String(), stderr: errBuf.String()}
+	r := execOutcome{c: c, spec: spec, lang: lang, res: res, removed: removed, runtime: ranUnder, ctrID: ctrID, stdout: outBuf.String(), stderr: errBuf.String()}
 	if !jsonMode {
 		return r.reportPlain(dockerCli.Err())
 	}
-	return r.reportJSON(ctx, dockerCli.Out(), o.format, m)
+	return r.reportJSON(dockerCli.Out(), o.format)
 }
 
 // execTarget is the sandbox of the call: --scope (else the configured
@@ -285,6 +301,8 @@ type execOutcome struct {
 	lang           sbexec.Language
 	res            sbexec.Result
 	removed        bool   // --rm removed the container
+	runtime        string // the runtime it ran under (JSON mode)
+	ctrID          string // its container's short ID before any --rm (JSON mode)
 	stdout, stderr string // the output, in JSON mode
 }
 
@@ -334,8 +352,12 @@ func (r *execOutcome) reportPlain(errOut io.Writer) error {
 		fmt.Fprintf(errOut, "docker sandbox: %s\n", stoppedBy.Message)
 	case st.TimedOut:
 		fmt.Fprintf(errOut, "docker sandbox: killed at --timeout %s\n", r.c.Timeout)
+	case st.OOMKilled && r.res.SandboxRestarted:
+		fmt.Fprintf(errOut, "docker sandbox: killed: out of memory (--memory %s); the sandbox's container went with it (gVisor): the next call starts a new one, with the same volumes\n", units.BytesSize(float64(r.c.Memory)))
 	case st.OOMKilled:
 		fmt.Fprintf(errOut, "docker sandbox: killed: out of memory (--memory %s)\n", units.BytesSize(float64(r.c.Memory)))
+	case r.res.SandboxRestarted:
+		fmt.Fprintf(errOut, "docker sandbox: killed: the program took the sandbox's container down (gVisor: e.g. at the --pids limit %d); the next call starts a new one, with the same volumes\n", r.c.Pids)
 	}
 	if st.StdoutTruncated || st.StderrTruncated {
 		fmt.Fprintf(errOut, "docker sandbox: output truncated at --max-output %s per stream\n", units.BytesSize(float64(r.c.MaxOutput)))
@@ -344,7 +366,7 @@ func (r *execOutcome) reportPlain(errOut io.Writer) error {
 }
 
 // reportJSON reports the run as one execJSON object (--format).
-func (r *execOutcome) reportJSON(ctx context.Context, out io.Writer, format string, m *sbexec.Manager) error {
+func (r *execOutcome) reportJSON(out io.Writer, format string) error {
 	stoppedBy, err := r.stopped()
 	if err != nil {
 		return err
@@ -352,6 +374,7 @@ func (r *execOutcome) reportJSON(ctx context.Context, out io.Writer, format stri
 	st, res := r.res.Status, r.res
 	j := execJSON{
 		Scope: r.spec.Scope, Session: r.spec.Session, Container: res.Container, Image: r.spec.Image, Lang: r.lang.Name,
+		Runtime: r.runtime, SandboxRestarted: res.SandboxRestarted,
 		ExitCode: st.ExitCode, TimedOut: st.TimedOut, OOMKilled: st.OOMKilled,
 		Stdout: r.stdout, Stderr: r.stderr,
 		StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
@@ -365,7 +388,7 @@ func (r *execOutcome) reportJSON(ctx context.Context, out io.Writer, format stri
 	case r.removed:
 		j.Container = "" // --rm removed it: there is no container
 	case j.Container == "":
-		j.Container = m.ContainerID(ctx, r.spec.ContainerName())
+		j.Container = r.ctrID
 	}
 	if err := writeFormatted(out, format, j, nil); err != nil {
 		return err

@@ -110,6 +110,9 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	if err != nil {
 		return err
 	}
+	if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+		return err
+	}
 	return run(ctx, copier(dockerCli, c, limits, false), dockerCli.In(), dockerCli.Out(), loc, o)
 }
 

@@ -89,6 +89,9 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	if !dockerCli.In().IsTerminal() {
 		return core.Errorf(core.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}
+	if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+		return err
+	}
 	spec := sandboxSpec(c, builder(dockerCli, c), target)
 	m := manager(dockerCli, c)
 	m.MaxSandboxes = c.MaxSandboxes

@@ -1,6 +1,10 @@
 package plugin
 
 import (
+	"context"
+
+	"github.com/docker/docker/api/types/system"
+
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -30,4 +34,40 @@ func sandboxSpec(c *config.Config, b runtimeRefer, t core.Target) sbexec.Spec {
 		st.Image = b.RuntimeRef()
 	}
 	return sbexec.Spec{Target: t, Settings: st, HelperID: images.HelperID(), Version: Version}
+}
+
+// infoClient is the part of the Engine API resolveRuntime uses.
+type infoClient interface {
+	Info(ctx context.Context) (system.Info, error)
+}
+
+// resolveRuntime returns the engine runtime a sandbox with this network is
+// created with when the configuration asks for runtime
+// (exec.ResolveRuntime: "auto" becomes gVisor when the engine has it, else
+// the default; a gVisor runtime registered with --network=none becomes its
+// NAME-host sibling for a sandbox with a network). Only a configured
+// runtime costs a call to the engine.
+func resolveRuntime(ctx context.Context, cli infoClient, runtime, network string) (string, error) {
+	if runtime == "" {
+		return "", nil
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return "", core.EngineError(err, "cannot read the engine's runtimes")
+	}
+	rt, err := sbexec.ResolveRuntime(info, runtime, network)
+	if err != nil {
+		return "", err
+	}
+	if rt != runtime {
+		core.Debugf("runtime %s: %s", runtime, rt)
+	}
+	return rt, nil
+}
+
+// resolveConfigRuntime resolves the configuration's runtime in place, for
+// its network.
+func resolveConfigRuntime(ctx context.Context, cli infoClient, c *config.Config) (err error) {
+	c.Runtime, err = resolveRuntime(ctx, cli, c.Runtime, c.Network)
+	return err
 }

@@ -10,7 +10,11 @@
 #   2. a folder of 10,000 small files (100 folders of 100 files of 1 KiB),
 #      in and out (target <= 1.5x);
 #   3. the plugin's peak memory (/usr/bin/time -v, "Maximum resident set
-#      size") copying a 1 GiB file in each direction (target < 64 MiB).
+#      size") copying a 1 GiB file in each direction (target < 64 MiB);
+#   4. gVisor, when the engine has a runtime for it (a runtime whose binary is
+#      runsc and whose args lack --network=host, or DOCKER_SANDBOX_BENCH_RUNSC=
+#      NAME): the 256 MiB file in and out of a sandbox under it (scope
+#      bench-cp-runsc) vs the same with the runc sandbox, in the same run.
 # N timed runs of each command (default 7) after 1 warm-up, interleaved
 # (docker cp, docker sandbox cp, docker cp, ...) by scripts/bench/main.go,
 # which prints the medians, the p90 and the ratio of medians. Every run
@@ -33,7 +37,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench-cp"
 
 usage() {
-	sed -n '2,27s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,31s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
@@ -68,6 +72,7 @@ WORK=""
 PRIVATE_CONFIG=""
 BENCH_PID=""
 SCOPE="bench-cp"
+SCOPE_RUNSC="bench-cp-runsc"
 CTR="docker-sandbox-$SCOPE"
 REAL_CONFIG="${DOCKER_CONFIG:-${HOME:-/root}/.docker}"
 export DOCKER_SANDBOX_TEST_RUN="$RUN_ID"
@@ -82,7 +87,7 @@ cleanup() {
 	fi
 	if [[ -n "$PRIVATE_CONFIG" && -x "$PRIVATE_CONFIG/cli-plugins/docker-sandbox" ]]; then
 		log "cleaning up (scope $SCOPE; run $RUN_ID)"
-		docker sandbox rm "$SCOPE" >/dev/null 2>&1
+		docker sandbox rm "$SCOPE" "$SCOPE_RUNSC" >/dev/null 2>&1
 	fi
 	[[ -z "$PRIVATE_CONFIG" ]] || rm -rf "$PRIVATE_CONFIG"
 	[[ -z "$WORK" ]] || rm -rf "$WORK"
@@ -139,6 +144,30 @@ docker sandbox cp "$WORK/data/big" "$SCOPE:src-big" || die "copying the data in 
 docker sandbox cp "$WORK/data/small" "$SCOPE:src-small" || die "copying the data in failed"
 docker exec -i "$CTR" true </dev/null || die "docker exec into $CTR failed"
 
+# gVisor, when the engine has it: a second scope under it, with the data.
+RUNSC="${DOCKER_SANDBOX_BENCH_RUNSC:-}"
+if [[ -z "$RUNSC" ]]; then
+	RUNSC="$(docker info --format '{{range $n, $r := .Runtimes}}{{$n}} {{$r.Path}} {{join $r.Args " "}}{{"\n"}}{{end}}' 2>/dev/null |
+		awk '$2 ~ /(^|\/)runsc$/ && !/--network=host/ { print $1; exit }' || true)"
+fi
+RUNSC_ARGS=()
+if [[ -n "$RUNSC" ]]; then
+	log "gVisor runtime: $RUNSC; scope $SCOPE_RUNSC"
+	docker sandbox rm "$SCOPE_RUNSC" >/dev/null 2>&1 || true
+	docker sandbox exec -s "$SCOPE_RUNSC" --runtime "$RUNSC" -c true >/dev/null || die "creating the scope $SCOPE_RUNSC failed"
+	DOCKER_SANDBOX_RUNTIME="$RUNSC" docker sandbox cp "$WORK/data/big" "$SCOPE_RUNSC:src-big" || die "copying the data in failed"
+	RUNSC_ARGS=(
+		-group "256 MiB file in, runsc vs runc" -n "$N" -warmup 1
+		-anchor "cp in runc" -cmd "$(q docker sandbox cp "$WORK/data/big" "$SCOPE:rc-big-{i}")"
+		-case "cp in runsc" -cmd "$(q env DOCKER_SANDBOX_RUNTIME="$RUNSC" docker sandbox cp "$WORK/data/big" "$SCOPE_RUNSC:rs-big-{i}")"
+		-group "256 MiB file out, runsc vs runc" -n "$N" -warmup 1
+		-anchor "cp out runc" -cmd "$(q docker sandbox cp "$SCOPE:src-big" "$WORK/out/rc-big-{i}")" -after "$(q rm -f "$WORK/out/rc-big-{i}")"
+		-case "cp out runsc" -cmd "$(q env DOCKER_SANDBOX_RUNTIME="$RUNSC" docker sandbox cp "$SCOPE_RUNSC:src-big" "$WORK/out/rs-big-{i}")" -after "$(q rm -f "$WORK/out/rs-big-{i}")"
+	)
+else
+	log "no gVisor runtime on the engine: no runsc rows (register one, or set DOCKER_SANDBOX_BENCH_RUNSC)"
+fi
+
 log "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (the machine may be shared: figures move with its load)"
 JSON_ARGS=()
 [[ -z "$JSON_OUT" ]] || JSON_ARGS=(-json "$JSON_OUT")
@@ -164,7 +193,8 @@ EOS
 	-case "cp 10k files in" -cmd "$(q docker sandbox cp "$WORK/data/small" "$SCOPE:sb-small-{i}")" -target 1.5 \
 	-group "10,000 small files, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-small" "$OUT/dc-small-{i}")" -after "$(q rm -rf "$OUT/dc-small-{i}")" \
-	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.5 &
+	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.5 \
+	"${RUNSC_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
 wait "$BENCH_PID" || rc=$?

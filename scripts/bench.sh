@@ -11,6 +11,14 @@
 #      flags; N=10 each after 1 warm-up. Target <= 1.25x.
 #   3. `docker sandbox version` vs `bin/docker-sandbox version`: the cost of the
 #      docker CLI's plugin dispatch; N=20 each after 2 warm-ups. No target.
+#   4. gVisor, when the engine has a runtime for it (a runtime whose binary is
+#      runsc and whose args lack --network=host, or DOCKER_SANDBOX_BENCH_RUNSC=
+#      NAME): warm exec and first exec under it vs the same under the default
+#      runtime (runc), in the same run; N as in 1 and 2. No target. On an engine
+#      without one, the tests' runtime can be registered for the run's duration
+#      (daemon.json and a reload, undone after): DOCKER_SANDBOX_TEST_PASS=runsc-bench
+#      DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -v -count=1
+#      -timeout 60m -run '^$' ./plugin/ (also for scripts/bench-cp.sh).
 # The commands of a benchmark run interleaved (A B A B ...), so that the load of
 # a shared machine hits them alike; still, on a busy machine run it more than
 # once. Times are wall-clock around the whole command (scripts/bench/main.go).
@@ -34,7 +42,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,28s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,36s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
@@ -80,6 +88,9 @@ PRIVATE_CONFIG=""
 BENCH_PID=""
 WARM_SCOPE="bench-warm"
 FIRST_PREFIX="bench-first-"
+FIRST_RUNC_PREFIX="bench-first-runc-"
+FIRST_RUNSC_PREFIX="bench-first-runsc-"
+WARM_RUNSC_SCOPE="bench-warm-runsc"
 ANCHOR_LABEL="docker-sandbox-bench.run"
 REAL_CONFIG="${DOCKER_CONFIG:-${HOME:-/root}/.docker}"
 
@@ -104,12 +115,15 @@ sweep() {
 	[[ -z "$ids" ]] || docker volume rm -f $ids >/dev/null 2>&1 || log "warning: could not remove the volumes ${ids//$'\n'/ }"
 }
 
-# first_scopes: the scope names benchmark 2 uses (warm-ups included).
+# first_scopes: the scope names benchmarks 2 and 4 use (warm-ups included).
 first_scopes() {
-	local i
-	for ((i = 1; i <= N_FIRST + WARMUP_FIRST; i++)); do
-		printf '%s%d\n' "$FIRST_PREFIX" "$i"
+	local i p
+	for p in "$FIRST_PREFIX" "$FIRST_RUNC_PREFIX" "$FIRST_RUNSC_PREFIX"; do
+		for ((i = 1; i <= N_FIRST + WARMUP_FIRST; i++)); do
+			printf '%s%d\n' "$p" "$i"
+		done
 	done
+	printf '%s\n' "$WARM_RUNSC_SCOPE"
 }
 
 cleanup() {
@@ -197,6 +211,30 @@ log "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs (the
 JSON_ARGS=()
 [[ -z "$JSON_OUT" ]] || JSON_ARGS=(-json "$JSON_OUT")
 
+# 5. gVisor, when the engine has it: the same commands with --runtime.
+RUNSC="${DOCKER_SANDBOX_BENCH_RUNSC:-}"
+if [[ -z "$RUNSC" ]]; then
+	RUNSC="$(docker info --format '{{range $n, $r := .Runtimes}}{{$n}} {{$r.Path}} {{join $r.Args " "}}{{"\n"}}{{end}}' 2>/dev/null |
+		awk '$2 ~ /(^|\/)runsc$/ && !/--network=host/ { print $1; exit }' || true)"
+fi
+RUNSC_ARGS=()
+if [[ -n "$RUNSC" ]]; then
+	log "gVisor runtime: $RUNSC; creating the scope $WARM_RUNSC_SCOPE"
+	docker sandbox exec -s "$WARM_RUNSC_SCOPE" --runtime "$RUNSC" -c true || die "the first exec in $WARM_RUNSC_SCOPE under $RUNSC failed"
+	RUNSC_ARGS=(
+		-group "warm exec, runsc vs runc" -n "$N_WARM" -warmup "$WARMUP_WARM"
+		-anchor "warm exec runc" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" -c true)"
+		-case "warm exec runsc" -cmd "$(q docker sandbox exec -s "$WARM_RUNSC_SCOPE" --runtime "$RUNSC" -c true)"
+		-group "first exec, runsc vs runc" -n "$N_FIRST" -warmup "$WARMUP_FIRST"
+		-anchor "first exec runc" -cmd "$(q docker sandbox exec -s "$FIRST_RUNC_PREFIX{i}" -c true)"
+		-after "$(q docker sandbox rm "$FIRST_RUNC_PREFIX{i}")"
+		-case "first exec runsc" -cmd "$(q docker sandbox exec -s "$FIRST_RUNSC_PREFIX{i}" --runtime "$RUNSC" -c true)"
+		-after "$(q docker sandbox rm "$FIRST_RUNSC_PREFIX{i}")"
+	)
+else
+	log "no gVisor runtime on the engine: no runsc rows (register one, or set DOCKER_SANDBOX_BENCH_RUNSC)"
+fi
+
 # In the background, so that a TERM sent to this script alone (timeout(1))
 # runs the cleanup at once; the cleanup stops the program first.
 "$WORK/bench" "${JSON_ARGS[@]}" \
@@ -210,7 +248,8 @@ JSON_ARGS=()
 	-after "$(q docker sandbox rm "$FIRST_PREFIX{i}")" -target 1.25 \
 	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
-	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" &
+	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" \
+	"${RUNSC_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
 wait "$BENCH_PID" || rc=$?

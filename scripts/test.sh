@@ -8,7 +8,8 @@
 # build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
 # (scripts/busybox-image.sh), setup (a private DOCKER_CONFIG with the plugin
 # installed), images (docker sandbox images build), go test (-race, with the
-# end-to-end tests on), cleanup.
+# end-to-end tests on), runsc pass (a full run only: the runtime-dependent
+# suites again under gVisor), fuzz (a full run only), cleanup.
 #
 # Everything the plugin creates during the run carries the label
 # com.docker.sandbox.test-run=ID (DOCKER_SANDBOX_TEST_RUN); cleanup removes those
@@ -116,29 +117,36 @@ remove_new_images() {
 	}
 }
 
-# restore_daemon_json puts back the engine's daemon.json that TestRuntimeRunsc
-# changed, when a killed test could not (its backup is still there): first
-# the original with its runtimes written out and a reload (a reload replaces
-# the runtimes only when the file names them), then the original bytes.
+# restore_daemon_json puts back the engine's daemon.json that the gVisor
+# tests (TestRuntimeRunsc*, the runsc pass) changed, when a killed test could
+# not (its backup is still there and the test process named in the owner
+# file is gone; a live one belongs to a run still going): first the original
+# with its runtimes written out and a reload (a reload replaces the runtimes
+# only when the file names them), then the original bytes.
 restore_daemon_json() {
-	local f="${DOCKER_SANDBOX_TEST_DAEMON_JSON:-/etc/docker/daemon.json}" pid i
-	[[ -e "$f.docker-sandbox-test-backup" ]] || return 0
-	log "restoring $f (the runsc test did not finish)"
+	local f="${DOCKER_SANDBOX_TEST_DAEMON_JSON:-/etc/docker/daemon.json}" pid owner i
+	[[ -e "$f.docker-sandbox-runsc-backup" ]] || return 0
+	owner="$(cat "$f.docker-sandbox-runsc-owner" 2>/dev/null || true)"
+	if [[ -n "$owner" ]] && kill -0 "$owner" 2>/dev/null; then
+		log "leaving $f to the gVisor test still running (pid $owner)"
+		return 0
+	fi
+	log "restoring $f (the gVisor test did not finish)"
 	pid="$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)"
-	if [[ -e "$f.docker-sandbox-test-undo" ]]; then
-		cp "$f.docker-sandbox-test-undo" "$f"
+	if [[ -e "$f.docker-sandbox-runsc-undo" ]]; then
+		cp "$f.docker-sandbox-runsc-undo" "$f"
 		[[ -z "$pid" ]] || kill -HUP "$pid" 2>/dev/null || true
 		for ((i = 0; i < 100; i++)); do
-			docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"docker-sandbox-test-runsc"' || break
+			docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"docker-sandbox-test-runsc' || break
 			sleep 0.2
 		done
 	fi
-	if [[ "$(cat "$f.docker-sandbox-test-backup")" == "docker-sandbox-test: no daemon.json before" ]]; then
+	if [[ "$(cat "$f.docker-sandbox-runsc-backup")" == "docker-sandbox-test: no daemon.json before" ]]; then
 		rm -f "$f"
 	else
-		cp "$f.docker-sandbox-test-backup" "$f"
+		cp "$f.docker-sandbox-runsc-backup" "$f"
 	fi
-	rm -f "$f.docker-sandbox-test-backup" "$f.docker-sandbox-test-undo"
+	rm -f "$f.docker-sandbox-runsc-backup" "$f.docker-sandbox-runsc-undo" "$f.docker-sandbox-runsc-owner"
 }
 
 cleanup() {
@@ -280,6 +288,42 @@ run_go_test() {
 	fi
 }
 
+# The runsc pass: the suites whose behaviour depends on the container
+# runtime, again under gVisor (TestMain registers Debian's runsc with the
+# engine for the pass's duration and restores daemon.json and the engine's
+# runtimes exactly). Only on a full run, after the main go test phase; its
+# counts add to the run's. DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only this
+# pass (no main go test, no fuzz). Budget: 8 minutes on 2 cores.
+# The tests whose result can depend on the runtime: process handling
+# (signals, timeouts, reaping, subreaper, peer credentials), the wrapper's
+# defences, limits (memory, pids, output, disk, lifetime), a container going
+# away during a run, the file server, and the known differences. Those of
+# the plugin's own logic (arguments, code sources, JSON shape, settings,
+# config) are runtime-independent and run once.
+RUNSC_PASS_TESTS='^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestRuntimeRunscDifferences)$'
+
+run_runsc_pass() {
+	local log rc p f s
+	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-runsc.XXXXXX")"
+	log "DOCKER_SANDBOX_TEST_PASS=runsc go test -race -count=1 -timeout 20m -p 1 -v -run '$RUNSC_PASS_TESTS' ./plugin/"
+	set +e
+	DOCKER_SANDBOX_TEST_PASS=runsc CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 20m -p 1 -v \
+		-run "$RUNSC_PASS_TESTS" ./plugin/ 2>&1 | tee "$log"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
+	f="$(grep -cE '^[[:space:]]*--- FAIL:' "$log" || true)"
+	s="$(grep -cE '^[[:space:]]*--- SKIP:' "$log" || true)"
+	if ((rc != 0 && f == 0)); then
+		f="$(grep -cE '^FAIL[[:space:]]' "$log" || true)"
+		((f > 0)) || f=1
+	fi
+	rm -f "$log"
+	log "runsc pass: $p passed, $f failed, $s skipped"
+	N_PASS=$((N_PASS + p)) N_FAIL=$((N_FAIL + f)) N_SKIP=$((N_SKIP + s))
+	if ((rc != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
+}
+
 phase engine bash scripts/engine.sh
 phase tools tools
 phase build bash scripts/build.sh
@@ -289,7 +333,19 @@ phase base bash scripts/offline-base.sh --tag "$BASE_TAG"
 phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
 phase setup setup_config
 phase images build_images
+if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
+	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"
+	phase "runsc pass" run_runsc_pass
+	if ((N_SKIP > 0)); then
+		log "the runsc pass skipped $N_SKIP tests (see the --- SKIP lines): every test must run"
+		TEST_STATUS=1
+	fi
+	exit "$TEST_STATUS"
+fi
 phase "go test" run_go_test "$@"
+if (($# == 0)); then
+	phase "runsc pass" run_runsc_pass
+fi
 
 # Every fuzz target of the project (each func Fuzz* in a _test.go file) is
 # fuzzed for a fixed number of inputs (5-15 s each here; FUZZ_SCALE=N
