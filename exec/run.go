@@ -10,6 +10,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -793,15 +794,7 @@ func uniq(ss ...string) []string {
 }
 
 func sortedStrings(ss []string) []string {
-	out := append([]string(nil), ss...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
+	return slices.Sorted(slices.Values(ss))
 }
 
 // ContainerID asks the engine which container an exec ran in.
