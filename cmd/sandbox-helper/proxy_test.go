@@ -268,3 +268,42 @@ func TestProxyNetworksSet(t *testing.T) {
 		t.Fatalf("version link: %q %v", target, err)
 	}
 }
+
+// The subcommands read their command lines with the egress/proxy parsers:
+// -h prints the usage (exit 0); a bad command line is one line naming the
+// subcommand (exit 2), and nothing runs.
+func TestProxySubcommandArgs(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policy.json")
+	cases := []struct {
+		name string
+		run  func(args []string, stderr io.Writer) int
+		bad  []string
+	}{
+		{"policy", func(a []string, e io.Writer) int { return proxyPolicy(a, strings.NewReader(""), io.Discard, e) },
+			[]string{"--policy", file, "ensure", "bad/name"}},
+		{"networks", func(a []string, e io.Writer) int { return proxyNetworks(a, strings.NewReader(""), e) },
+			[]string{"--networks", filepath.Join(dir, "n.json"), "get"}},
+		{"logs", func(a []string, e io.Writer) int { return proxyLogs(a, strings.NewReader(""), io.Discard, e) },
+			[]string{"--log", filepath.Join(dir, "l"), "--poll", "0s", "-f"}},
+		{"state", func(a []string, e io.Writer) int { return proxyState(a, io.Discard, e) },
+			[]string{"--policy", file, "extra"}},
+		{"wait", func(a []string, e io.Writer) int { return proxyWait(a, e) },
+			[]string{"--addr", "nowhere"}},
+	}
+	for _, c := range cases {
+		var errb bytes.Buffer
+		if code := c.run([]string{"-h"}, &errb); code != 0 || !strings.HasPrefix(errb.String(), "usage: sandbox-helper proxy "+c.name) {
+			t.Errorf("%s -h: exit %d, %q", c.name, code, errb.String())
+		}
+		errb.Reset()
+		code := c.run(c.bad, &errb)
+		msg := errb.String()
+		if code != 2 || !strings.HasPrefix(msg, "sandbox-helper proxy "+c.name+": ") || strings.Count(msg, "\n") != 1 {
+			t.Errorf("%s %q: exit %d, %q", c.name, c.bad, code, msg)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused command line left files: %v", entries)
+	}
+}
