@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
 // Cleared is what ClearPolicy did.
@@ -68,7 +69,7 @@ func (m *Manager) ClearPolicy(ctx context.Context, scope string) (Cleared, error
 		return res, err
 	}
 	var errb strings.Builder
-	code, err := m.helperExec(ctx, c.ID, []string{"proxy", "policy", "--policy", PolicyFile, "rm", scope}, nil, nil, &errb)
+	code, err := m.helperExec(ctx, c.ID, proxy.PolicyArgs{File: PolicyFile, Op: proxy.PolicyRm, Scope: scope}.Argv(), nil, nil, &errb)
 	if err != nil {
 		return res, err
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
 )
@@ -270,7 +271,7 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 				// Running is not listening yet: wait for the proxy, so
 				// that the caller's first request does not race it.
 				var errb bytes.Buffer
-				code, err := m.helperExec(ctx, c.ID, []string{"proxy", "wait", "--addr", "127.0.0.1:" + strconv.Itoa(ProxyPort)}, nil, nil, &errb)
+				code, err := m.helperExec(ctx, c.ID, proxy.WaitArgs{Addr: "127.0.0.1:" + strconv.Itoa(ProxyPort)}.Argv(), nil, nil, &errb)
 				if err != nil {
 					return nil, false, err
 				}
@@ -417,6 +418,28 @@ func (m *Manager) readFile(ctx context.Context, id, path string) ([]byte, bool, 
 
 const maxStateFile = 1 << 20
 
+// serveArgs is the proxy's command line in a sidecar with settings s,
+// on an engine with networks nets.
+func serveArgs(s Settings, nets []network.Summary) proxy.ServeArgs {
+	serve := proxy.ServeArgs{
+		Listen:     ":" + strconv.Itoa(ProxyPort),
+		PolicyFile: PolicyFile, LogFile: LogFile, StatsFile: StatsFile,
+		NetworksFile: NetworksFile, HostProbe: true,
+		Settings: string(s.record()), SettingsFile: SettingsFile,
+		Clients: []netip.Prefix{s.Pool},
+		// The scope pool; the engine's host addresses known now (the
+		// networks file, pushed on every proxy-mode exec and egress
+		// command, adds later ones).
+		Deny:  []netip.Prefix{s.Pool},
+		Hosts: s.Hosts,
+		NoDNS: s.NoDNS,
+	}
+	for _, a := range HostNetworks(nets, s).Host {
+		serve.Deny = append(serve.Deny, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return serve
+}
+
 // create makes the sidecar container and starts it.
 func (m *Manager) create(ctx context.Context, s Settings) error {
 	out, err := m.Engine.NetworkInspect(ctx, s.OutboundNetwork, network.InspectOptions{})
@@ -447,26 +470,7 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	if err != nil {
 		return core.EngineError(err, "cannot list networks")
 	}
-	cmd := []string{core.HelperPath, "proxy",
-		"--listen", ":" + strconv.Itoa(ProxyPort),
-		"--policy", PolicyFile, "--log", LogFile, "--stats", StatsFile,
-		"--networks", NetworksFile, "--host-probe",
-		"--settings", string(s.record()), "--settings-file", SettingsFile,
-		"--clients", s.Pool.String(),
-		// The scope pool; the engine's host addresses known now (the
-		// networks file, pushed on every proxy-mode exec and egress
-		// command, adds later ones).
-		"--deny", s.Pool.String(),
-	}
-	for _, a := range HostNetworks(nets, s).Host {
-		cmd = append(cmd, "--deny", netip.PrefixFrom(a, a.BitLen()).String())
-	}
-	for _, h := range s.Hosts {
-		cmd = append(cmd, "--host", h)
-	}
-	if s.NoDNS {
-		cmd = append(cmd, "--no-dns")
-	}
+	cmd := append([]string{core.HelperPath}, serveArgs(s, nets).Argv()...)
 	labels := s.labels()
 	labels[core.LabelVersion] = m.Version
 	labels[LabelHelperID] = m.HelperID
@@ -576,7 +580,7 @@ func (m *Manager) refresh(ctx context.Context, c *container.InspectResponse, s S
 			return nil
 		}
 		var errb bytes.Buffer
-		code, err := m.helperExec(ctx, c.ID, []string{"proxy", "networks", "--networks", NetworksFile, "--if-match", match, "set"}, bytes.NewReader(want), nil, &errb)
+		code, err := m.helperExec(ctx, c.ID, proxy.NetworksArgs{File: NetworksFile, IfMatch: match}.Argv(), bytes.NewReader(want), nil, &errb)
 		if err != nil {
 			return err
 		}
@@ -845,15 +849,15 @@ type ScopeEntry struct {
 
 // setScope ensures the scope's credential and, with rules, sets its policy.
 func (m *Manager) setScope(ctx context.Context, id, scope string, rules *policy.Rules) (ScopeEntry, error) {
-	args := []string{"proxy", "policy", "--policy", PolicyFile, "ensure", scope}
+	args := proxy.PolicyArgs{File: PolicyFile, Op: proxy.PolicyEnsure, Scope: scope}
 	var stdin io.Reader
 	if rules != nil {
-		args[len(args)-2] = "set"
+		args.Op = proxy.PolicySet
 		b, _ := json.Marshal(rules)
 		stdin = bytes.NewReader(b)
 	}
 	var out, errb bytes.Buffer
-	code, err := m.helperExec(ctx, id, args, stdin, &out, &errb)
+	code, err := m.helperExec(ctx, id, args.Argv(), stdin, &out, &errb)
 	if err != nil {
 		return ScopeEntry{}, err
 	}
@@ -888,7 +892,7 @@ type State struct {
 // ReadState asks the running sidecar for its state.
 func (m *Manager) ReadState(ctx context.Context, c *container.InspectResponse) (State, error) {
 	var out, errb bytes.Buffer
-	code, err := m.helperExec(ctx, c.ID, []string{"proxy", "state", "--policy", PolicyFile, "--stats", StatsFile}, nil, &out, &errb)
+	code, err := m.helperExec(ctx, c.ID, proxy.StateArgs{PolicyFile: PolicyFile, StatsFile: StatsFile}.Argv(), nil, &out, &errb)
 	if err != nil {
 		return State{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
 // fakeEngine is the part of the Engine API the tests below use; any other
@@ -365,5 +367,43 @@ func TestKeptSettings(t *testing.T) {
 	m = &Manager{Engine: f, Images: fakeImages{}}
 	if k, err := m.Kept(ctx); err != nil || k != nil {
 		t.Fatalf("nothing kept: %+v %v", k, err)
+	}
+}
+
+// The sidecar's entrypoint, to the letter, and the helper reads it back
+// as it was meant: both sides use proxy.ServeArgs. The helper's defaults
+// are the paths the plugin names.
+func TestSidecarServeArgs(t *testing.T) {
+	s, err := Settings{Hosts: []string{"up.test=10.9.0.4"}, NoDNS: true}.Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets := []network.Summary{bridgeNet("bridge", "172.17.0.0/16", "172.17.0.1", nil, false)}
+	argv := serveArgs(s, nets).Argv()
+	want := "proxy --listen :3128 --policy " + PolicyFile + " --log " + LogFile + " --stats " + StatsFile +
+		" --networks " + NetworksFile + " --host-probe --settings " + string(s.record()) + " --settings-file " + SettingsFile +
+		" --clients " + s.Pool.String() + " --deny " + s.Pool.String() + " --deny 172.17.0.1/32 --host up.test=10.9.0.4 --no-dns"
+	if got := strings.Join(argv, " "); got != want {
+		t.Errorf("entrypoint:\n%s\nwant\n%s", got, want)
+	}
+	back, err := proxy.ParseServeArgs(argv[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(argv, back.Argv()); diff != "" {
+		t.Errorf("the helper reads another command line (-plugin +helper):\n%s", diff)
+	}
+	cfg := back.Config()
+	if len(cfg.Deny) != 2 || cfg.Clients[0] != s.Pool || len(cfg.Hosts["up.test"]) != 1 || !cfg.NoDNS {
+		t.Errorf("config: %+v", cfg)
+	}
+	for _, p := range [][2]string{{PolicyFile, proxy.DefaultPolicyFile}, {LogFile, proxy.DefaultLogFile},
+		{StatsFile, proxy.DefaultStatsFile}, {NetworksFile, proxy.DefaultNetworksFile}} {
+		if p[0] != p[1] {
+			t.Errorf("the plugin's %s is the helper's %s", p[0], p[1])
+		}
+	}
+	if proxy.DefaultListen != ":"+strconv.Itoa(ProxyPort) {
+		t.Errorf("the helper listens on %s by default, the plugin expects port %d", proxy.DefaultListen, ProxyPort)
 	}
 }

@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/netip"
 	"sort"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress/policy"
+	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
 // Status is `egress status --format json`.
@@ -165,10 +165,9 @@ func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer
 	if err != nil {
 		return err
 	}
-	args := []string{"proxy", "logs", "--log", LogFile, "--tail", fmt.Sprint(tail)}
+	args := proxy.LogsArgs{File: LogFile, Tail: tail, Follow: follow}
 	var stdin io.Reader
 	if follow {
-		args = append(args, "-f")
 		// The helper follows until its stdin ends: keep it open until ctx
 		// ends, then close it so that the helper exits.
 		pr, pw := io.Pipe()
@@ -177,7 +176,7 @@ func (m *Manager) Logs(ctx context.Context, follow bool, tail int, out io.Writer
 		stdin = pr
 	}
 	var errb strings.Builder
-	code, err := m.helperExec(ctx, c.ID, args, stdin, out, &errb)
+	code, err := m.helperExec(ctx, c.ID, args.Argv(), stdin, out, &errb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

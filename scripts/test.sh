@@ -370,6 +370,7 @@ declare -A FUZZ_COUNTS=(
 	[./egress/policy:FuzzParseHost]=150000
 	[./egress/policy:FuzzSplitHostPort]=120000
 	[./egress/proxy:FuzzProxyRequest]=15000
+	[./egress/proxy:FuzzParseProxyArgv]=20000
 )
 
 # fuzz_targets lists PKG:NAME for every fuzz target in the tree.

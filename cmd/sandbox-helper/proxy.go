@@ -11,10 +11,8 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,18 +20,24 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/egress/proxy"
 )
 
-// Default paths in the sidecar: its volume is mounted at /opt/user.
+// The usage lines of the proxy and its subcommands.
 const (
-	defaultPolicyFile   = "/opt/user/policy.json"
-	defaultLogFile      = "/opt/user/egress.log"
-	defaultStatsFile    = "/opt/user/stats.json"
-	defaultNetworksFile = "/opt/user/networks.json"
+	serveUsage = `proxy [--listen ADDR] [--policy FILE] [--log FILE] [--stats FILE]
+    [--networks FILE] [--host-probe] [--settings JSON --settings-file FILE]
+    [--host NAME=IP]... [--no-dns] [--deny CIDR]... [--clients CIDR]...
+    [--max-tunnels N] [--max-tunnels-per-scope N] [timeouts]`
+	policyUsage   = "proxy policy [--policy FILE] ([--scope S] get | ensure SCOPE | set SCOPE | rm SCOPE)"
+	networksUsage = "proxy networks [--networks FILE] [--if-match SHA256|none] set"
+	logsUsage     = "proxy logs [--log FILE] [--tail N] [-f]"
+	stateUsage    = "proxy state [--policy FILE] [--stats FILE]"
+	waitUsage     = "proxy wait [--addr HOST:PORT] [--timeout D]"
 )
 
 // maxStdinJSON bounds what the admin commands read.
 const maxStdinJSON = 1 << 20
 
-// runProxy implements `sandbox-helper proxy`:
+// runProxy implements `sandbox-helper proxy` (the command lines are
+// proxy.ServeArgs, proxy.PolicyArgs, ...):
 //
 //	sandbox-helper proxy [--listen ADDR] [--policy FILE] [--log FILE] [--stats FILE]
 //	                     [--networks FILE] [--host-probe] [--settings JSON --settings-file FILE]
@@ -54,157 +58,84 @@ const maxStdinJSON = 1 << 20
 func runProxy(args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "policy":
+		case proxy.SubPolicy:
 			return proxyPolicy(args[1:], os.Stdin, os.Stdout, os.Stderr)
-		case "networks":
+		case proxy.SubNetworks:
 			return proxyNetworks(args[1:], os.Stdin, os.Stderr)
-		case "logs":
+		case proxy.SubLogs:
 			return proxyLogs(args[1:], os.Stdin, os.Stdout, os.Stderr)
-		case "state":
+		case proxy.SubState:
 			return proxyState(args[1:], os.Stdout, os.Stderr)
-		case "wait":
+		case proxy.SubWait:
 			return proxyWait(args[1:], os.Stderr)
 		}
 	}
 	return proxyServe(args)
 }
 
-// listFlag is a repeatable flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// proxyOptions are the server's flags.
-type proxyOptions struct {
-	listen, policyFile, logFile, statsFile string
-	networksFile                           string
-	settings, settingsFile                 string
-	hostProbe                              bool
-	probeWait                              time.Duration
-	cfg                                    proxy.Config
-}
-
-func parseProxyFlags(args []string, stderr io.Writer) (*proxyOptions, error) {
-	fs := flag.NewFlagSet("sandbox-helper proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &proxyOptions{}
-	fs.StringVar(&o.listen, "listen", ":3128", "address to listen on")
-	fs.StringVar(&o.policyFile, "policy", defaultPolicyFile, "policy file (re-read when it changes)")
-	fs.StringVar(&o.logFile, "log", defaultLogFile, "decision log, one JSON line per decision (\"-\": stdout)")
-	fs.StringVar(&o.statsFile, "stats", defaultStatsFile, "counters, rewritten every 2s (\"\": none)")
-	fs.StringVar(&o.networksFile, "networks", "", "the engine's networks as the plugin pushes them: addresses of the engine's host, each scope's subnet (a scope's credential is then accepted only from its subnet)")
-	fs.BoolVar(&o.hostProbe, "host-probe", false, "probe private destinations reached through a router at one hop before dialling them (the engine's host answers)")
-	fs.DurationVar(&o.probeWait, "host-probe-wait", 250*time.Millisecond, "longest wait of one probe when the next hop does not answer")
-	fs.StringVar(&o.settings, "settings", "", "the sidecar's settings (JSON), written to --settings-file at start so that they survive the container")
-	fs.StringVar(&o.settingsFile, "settings-file", "", "where --settings go")
-	var hosts, deny, clients listFlag
-	fs.Var(&hosts, "host", "static name NAME=IP[,IP] resolved without DNS (repeatable)")
-	fs.Var(&deny, "deny", "prefix never dialled (repeatable)")
-	fs.Var(&clients, "clients", "accept clients only from this prefix (repeatable; default: any)")
-	fs.BoolVar(&o.cfg.NoDNS, "no-dns", false, "resolve only --host names (no DNS at all)")
-	fs.BoolVar(&o.cfg.UnsafeAllowLoopback, "unsafe-allow-loopback", false, "let loopback through when a scope lists it (benchmarks only)")
-	fs.IntVar(&o.cfg.MaxTunnels, "max-tunnels", 1024, "concurrent upstream connections, all scopes")
-	fs.IntVar(&o.cfg.MaxTunnelsPerScope, "max-tunnels-per-scope", 256, "concurrent upstream connections per scope")
-	fs.DurationVar(&o.cfg.DNSTimeout, "dns-timeout", 5*time.Second, "one DNS lookup")
-	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", 10*time.Second, "one TCP connect")
-	fs.DurationVar(&o.cfg.HeaderTimeout, "header-timeout", 10*time.Second, "a client's request headers")
-	fs.DurationVar(&o.cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "a tunnel or body with no traffic")
-	fs.DurationVar(&o.cfg.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "an upstream's response headers")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+// parseArgs reports a parse error of the command named name: its usage
+// for -h (exit 0), the error otherwise (exit 2, one line, which the plugin
+// shows). ok says whether to go on.
+func parseArgs(err error, name, usage string, stderr io.Writer) (code int, ok bool) {
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintf(stderr, "usage: sandbox-helper %s\n", usage)
+		return 0, false
+	default:
+		fmt.Fprintf(stderr, "sandbox-helper %s: %v\n", name, err)
+		return 2, false
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	o.cfg.Hosts = map[string][]netip.Addr{}
-	for _, h := range hosts {
-		name, ips, ok := strings.Cut(h, "=")
-		ph, err := policy.ParseHost(name)
-		if !ok || err != nil || ph.IsLiteral() {
-			return nil, fmt.Errorf("bad --host %q: want NAME=IP[,IP]", h)
-		}
-		for _, s := range strings.Split(ips, ",") {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return nil, fmt.Errorf("bad --host %q: %v", h, err)
-			}
-			o.cfg.Hosts[ph.Name] = append(o.cfg.Hosts[ph.Name], a)
-		}
-	}
-	for _, d := range deny {
-		p, err := policy.ParseCIDR(d)
-		if err != nil {
-			return nil, fmt.Errorf("bad --deny: %v", err)
-		}
-		o.cfg.Deny = append(o.cfg.Deny, p)
-	}
-	for _, c := range clients {
-		p, err := policy.ParseCIDR(c)
-		if err != nil {
-			return nil, fmt.Errorf("bad --clients: %v", err)
-		}
-		o.cfg.Clients = append(o.cfg.Clients, p)
-	}
-	if (o.settings == "") != (o.settingsFile == "") {
-		return nil, fmt.Errorf("--settings and --settings-file go together")
-	}
-	if o.settings != "" && !json.Valid([]byte(o.settings)) {
-		return nil, fmt.Errorf("bad --settings: not JSON")
-	}
-	return o, nil
 }
 
 func proxyServe(args []string) int {
-	o, err := parseProxyFlags(args, os.Stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(os.Stderr, "sandbox-helper proxy: %v\n", err)
-		return 2
+	o, err := proxy.ParseServeArgs(args)
+	if code, ok := parseArgs(err, "proxy", serveUsage, os.Stderr); !ok {
+		return code
 	}
+	cfg := o.Config()
 	errLog := log.New(os.Stderr, "sandbox-helper proxy: ", log.LstdFlags)
 	var logW io.Writer = os.Stdout
-	if o.logFile != "-" {
-		rf := &proxy.RotatingFile{Path: o.logFile, Max: 64 << 20}
+	if o.LogFile != "-" {
+		rf := &proxy.RotatingFile{Path: o.LogFile, Max: 64 << 20}
 		defer rf.Close()
 		logW = rf
 	}
 	// Decisions reach the file within 50ms, in one write per batch.
 	lg := proxy.NewBufferedLogger(logW, 50*time.Millisecond)
 	defer lg.Close()
-	o.cfg.Log = lg
-	o.cfg.ErrorLog = errLog
+	cfg.Log = lg
+	cfg.ErrorLog = errLog
 	// A policy change takes effect within 100ms.
-	src := &proxy.FileSource{Path: o.policyFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
+	src := &proxy.FileSource{Path: o.PolicyFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
 	if _, err := src.Current(); err != nil {
 		errLog.Printf("policy: %v (every request is refused until it is fixed)", err)
 	}
-	o.cfg.Policy = src
-	if o.networksFile != "" {
-		o.cfg.Networks = &proxy.NetFile{Path: o.networksFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
+	cfg.Policy = src
+	if o.NetworksFile != "" {
+		cfg.Networks = &proxy.NetFile{Path: o.NetworksFile, Every: 100 * time.Millisecond, OnError: func(err error) { errLog.Print(err) }}
 	}
-	if o.hostProbe {
-		o.cfg.Prober = proxy.NewHostProber(o.probeWait)
+	if o.HostProbe {
+		cfg.Prober = proxy.NewHostProber(o.ProbeWait)
 	}
-	if o.settingsFile != "" {
-		if err := policy.WriteAtomic(o.settingsFile, []byte(o.settings+"\n"), 0o600); err != nil {
-			errLog.Printf("cannot record the settings in %s: %v", o.settingsFile, err)
+	if o.SettingsFile != "" {
+		if err := policy.WriteAtomic(o.SettingsFile, []byte(o.Settings+"\n"), 0o600); err != nil {
+			errLog.Printf("cannot record the settings in %s: %v", o.SettingsFile, err)
 		}
 	}
-	srv := proxy.New(o.cfg)
-	l, err := net.Listen("tcp", o.listen)
+	srv := proxy.New(cfg)
+	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox-helper proxy: %v\n", err)
 		return 1
 	}
-	errLog.Printf("listening on %s, policy %s, log %s", l.Addr(), o.policyFile, o.logFile)
+	errLog.Printf("listening on %s, policy %s, log %s", l.Addr(), o.PolicyFile, o.LogFile)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
-	if o.statsFile != "" {
-		go writeStats(srv, o.statsFile, done)
+	if o.StatsFile != "" {
+		go writeStats(srv, o.StatsFile, done)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
@@ -212,8 +143,8 @@ func proxyServe(args []string) int {
 	case <-sigs:
 		close(done)
 		srv.Close()
-		if o.statsFile != "" {
-			saveStats(srv, o.statsFile)
+		if o.StatsFile != "" {
+			saveStats(srv, o.StatsFile)
 		}
 		return 0
 	case err := <-errc:
@@ -255,44 +186,33 @@ type scopeOut struct {
 }
 
 func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper proxy policy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("policy", defaultPolicyFile, "policy file")
-	scopeFlag := fs.String("scope", "", "only this scope (get)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	a, err := proxy.ParsePolicyArgs(args)
+	if code, ok := parseArgs(err, "proxy policy", policyUsage, stderr); !ok {
+		return code
 	}
-	rest := fs.Args()
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "sandbox-helper proxy policy: "+format+"\n", a...)
 		return 1
 	}
-	if len(rest) == 0 {
-		return fail("want get, ensure SCOPE, set SCOPE or rm SCOPE")
-	}
-	verb := rest[0]
-	if verb == "get" {
-		f, err := policy.Load(*file)
+	if a.Op == proxy.PolicyGet {
+		f, err := policy.Load(a.File)
 		if err != nil {
 			return fail("%v", err)
 		}
 		r := f.Redacted()
-		if *scopeFlag != "" {
-			s, ok := r.Scopes[*scopeFlag]
+		if a.Only != "" {
+			s, ok := r.Scopes[a.Only]
 			r.Scopes = map[string]policy.Scope{}
 			if ok {
-				r.Scopes[*scopeFlag] = s
+				r.Scopes[a.Only] = s
 			}
 		}
 		_, _ = stdout.Write(r.Marshal())
 		return 0
 	}
-	if len(rest) != 2 || !policy.ValidScope(rest[1]) {
-		return fail("%s needs one valid scope name", verb)
-	}
-	name := rest[1]
+	name := a.Scope
 	var rules *policy.Rules
-	if verb == "set" {
+	if a.Op == proxy.PolicySet {
 		dec := json.NewDecoder(io.LimitReader(stdin, maxStdinJSON))
 		dec.DisallowUnknownFields()
 		var r policy.Rules
@@ -306,15 +226,11 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		rules = &n
 	}
 	var out scopeOut
-	_, err := policy.Update(*file, func(f *policy.File) error {
+	_, err = policy.Update(a.File, func(f *policy.File) error {
 		s, ok := f.Scopes[name]
-		switch verb {
-		case "rm":
+		if a.Op == proxy.PolicyRm {
 			delete(f.Scopes, name)
 			return nil
-		case "ensure", "set":
-		default:
-			return fmt.Errorf("unknown verb %q", verb)
 		}
 		if !ok || s.Token == "" {
 			s.Token = policy.NewToken()
@@ -332,7 +248,7 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if verb == "rm" {
+	if a.Op == proxy.PolicyRm {
 		return 0
 	}
 	b, _ := json.Marshal(out)
@@ -347,16 +263,9 @@ func proxyPolicy(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // changed meanwhile: two plugins pushing at once cannot leave the older
 // picture of the engine's networks in place.
 func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper proxy networks", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("networks", defaultNetworksFile, "networks file")
-	ifMatch := fs.String("if-match", "", "replace only this version (SHA-256 of the file, hex, or none)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 || fs.Arg(0) != "set" {
-		fmt.Fprintln(stderr, "sandbox-helper proxy networks: want set (the networks as JSON on stdin)")
-		return 2
+	a, err := proxy.ParseNetworksArgs(args)
+	if code, ok := parseArgs(err, "proxy networks", networksUsage, stderr); !ok {
+		return code
 	}
 	b, err := io.ReadAll(io.LimitReader(stdin, maxStdinJSON+1))
 	if err != nil || len(b) > maxStdinJSON {
@@ -368,28 +277,28 @@ func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 		return 1
 	}
-	unlock, err := policy.Lock(*file)
+	unlock, err := policy.Lock(a.File)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 		return 1
 	}
 	defer unlock()
-	if *ifMatch != "" {
+	if a.IfMatch != "" {
 		cur := "none"
-		if old, err := os.ReadFile(*file); err == nil {
+		if old, err := os.ReadFile(a.File); err == nil {
 			sum := sha256.Sum256(old)
 			cur = hex.EncodeToString(sum[:])
 		} else if !os.IsNotExist(err) {
 			fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 			return 1
 		}
-		if cur != *ifMatch {
+		if cur != a.IfMatch {
 			fmt.Fprintln(stderr, "sandbox-helper proxy networks: the file changed meanwhile")
 			return 3
 		}
 	}
 	out := n.Marshal()
-	if err := policy.WriteAtomic(*file, out, 0o600); err != nil {
+	if err := policy.WriteAtomic(a.File, out, 0o600); err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 		return 1
 	}
@@ -397,7 +306,7 @@ func proxyNetworks(args []string, stdin io.Reader, stderr io.Writer) int {
 	// learns the version with one stat through the Engine API (a read of
 	// the file costs ten times more).
 	sum := sha256.Sum256(out)
-	if err := replaceSymlink(hex.EncodeToString(sum[:]), *file+".sha"); err != nil {
+	if err := replaceSymlink(hex.EncodeToString(sum[:]), a.File+".sha"); err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy networks: %v\n", err)
 		return 1
 	}
@@ -421,22 +330,19 @@ func replaceSymlink(target, link string) error {
 // proxyWait waits until the proxy accepts connections (after the sidecar
 // started), so that the first request of a sandbox does not race it.
 func proxyWait(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper proxy wait", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:3128", "the proxy's address")
-	timeout := fs.Duration("timeout", 20*time.Second, "how long to wait")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	a, err := proxy.ParseWaitArgs(args)
+	if code, ok := parseArgs(err, "proxy wait", waitUsage, stderr); !ok {
+		return code
 	}
-	deadline := time.Now().Add(*timeout)
+	deadline := time.Now().Add(a.Timeout)
 	for {
-		c, err := net.DialTimeout("tcp", *addr, time.Second)
+		c, err := net.DialTimeout("tcp", a.Addr, time.Second)
 		if err == nil {
 			c.Close()
 			return 0
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintf(stderr, "sandbox-helper proxy wait: %s does not accept connections: %v\n", *addr, err)
+			fmt.Fprintf(stderr, "sandbox-helper proxy wait: %s does not accept connections: %v\n", a.Addr, err)
 			return 1
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -445,14 +351,11 @@ func proxyWait(args []string, stderr io.Writer) int {
 
 // proxyState prints the redacted policy and the counters in one object.
 func proxyState(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper proxy state", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("policy", defaultPolicyFile, "policy file")
-	stats := fs.String("stats", defaultStatsFile, "stats file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	a, err := proxy.ParseStateArgs(args)
+	if code, ok := parseArgs(err, "proxy state", stateUsage, stderr); !ok {
+		return code
 	}
-	f, err := policy.Load(*file)
+	f, err := policy.Load(a.PolicyFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-helper proxy state: %v\n", err)
 		return 1
@@ -461,7 +364,7 @@ func proxyState(args []string, stdout, stderr io.Writer) int {
 		Policy *policy.File    `json:"policy"`
 		Stats  json.RawMessage `json:"stats"`
 	}{Policy: f.Redacted(), Stats: json.RawMessage("null")}
-	if b, err := os.ReadFile(*stats); err == nil && json.Valid(b) {
+	if b, err := os.ReadFile(a.StatsFile); a.StatsFile != "" && err == nil && json.Valid(b) {
 		out.Stats = json.RawMessage(b)
 	}
 	b, _ := json.Marshal(out)
@@ -473,17 +376,12 @@ func proxyState(args []string, stdout, stderr io.Writer) int {
 // one); with -f it keeps printing new lines, across rotations, until its
 // stdin ends (the plugin's side of the exec went away).
 func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox-helper proxy logs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("log", defaultLogFile, "decision log")
-	follow := fs.Bool("f", false, "follow")
-	tail := fs.Int("tail", -1, "only the last N lines (-1: all)")
-	poll := fs.Duration("poll", 200*time.Millisecond, "how often -f looks for new lines")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	a, err := proxy.ParseLogsArgs(args)
+	if code, ok := parseArgs(err, "proxy logs", logsUsage, stderr); !ok {
+		return code
 	}
 	stop := make(chan struct{})
-	if *follow {
+	if a.Follow {
 		go func() {
 			_, _ = io.Copy(io.Discard, stdin)
 			close(stop)
@@ -499,11 +397,11 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// the end.
 	var lines []string
 	emit := write
-	if *tail >= 0 {
+	if a.Tail >= 0 {
 		emit = func(line string) bool {
-			if *tail > 0 {
+			if a.Tail > 0 {
 				lines = append(lines, line)
-				if len(lines) > *tail {
+				if len(lines) > a.Tail {
 					lines = lines[1:]
 				}
 			}
@@ -530,12 +428,12 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	readAll(*file + ".1")
-	off, fi := readAll(*file)
+	readAll(a.File + ".1")
+	off, fi := readAll(a.File)
 	for _, l := range lines {
 		write(l)
 	}
-	if !*follow {
+	if !a.Follow {
 		return 0
 	}
 	emit = write
@@ -545,7 +443,7 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := w.Flush(); err != nil {
 		return 0
 	}
-	t := time.NewTicker(*poll)
+	t := time.NewTicker(a.Poll)
 	defer t.Stop()
 	for {
 		select {
@@ -553,7 +451,7 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 0
 		case <-t.C:
 		}
-		cur, err := os.Stat(*file)
+		cur, err := os.Stat(a.File)
 		if err != nil {
 			continue
 		}
@@ -563,7 +461,7 @@ func proxyLogs(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if cur.Size() == off {
 			continue
 		}
-		f, err := os.Open(*file)
+		f, err := os.Open(a.File)
 		if err != nil {
 			continue
 		}

@@ -154,21 +154,6 @@ func TestProxyLogsTailAndFollow(t *testing.T) {
 	}
 }
 
-func TestProxyFlags(t *testing.T) {
-	o, err := parseProxyFlags([]string{"--host", "Up.Test.=10.1.2.3,fd00::1", "--deny", "10.213.0.0/16", "--clients", "10.213.0.0/16", "--no-dns"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(o.cfg.Hosts["up.test"]) != 2 || len(o.cfg.Deny) != 1 || !o.cfg.NoDNS || len(o.cfg.Clients) != 1 {
-		t.Fatalf("%+v", o.cfg)
-	}
-	for _, bad := range [][]string{{"--host", "x"}, {"--host", "1.2.3.4=1.2.3.4"}, {"--host", "a=b"}, {"--deny", "x"}, {"extra"}} {
-		if _, err := parseProxyFlags(bad, io.Discard); err == nil {
-			t.Errorf("%v accepted", bad)
-		}
-	}
-}
-
 // The helper binary runs the proxy: it answers, refuses without
 // credentials, writes a decision line and its counters, and stops on
 // SIGTERM.
@@ -281,5 +266,44 @@ func TestProxyNetworksSet(t *testing.T) {
 	sum2 := sha256.Sum256(b2)
 	if target, err := os.Readlink(file + ".sha"); err != nil || target != hex.EncodeToString(sum2[:]) {
 		t.Fatalf("version link: %q %v", target, err)
+	}
+}
+
+// The subcommands read their command lines with the egress/proxy parsers:
+// -h prints the usage (exit 0); a bad command line is one line naming the
+// subcommand (exit 2), and nothing runs.
+func TestProxySubcommandArgs(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "policy.json")
+	cases := []struct {
+		name string
+		run  func(args []string, stderr io.Writer) int
+		bad  []string
+	}{
+		{"policy", func(a []string, e io.Writer) int { return proxyPolicy(a, strings.NewReader(""), io.Discard, e) },
+			[]string{"--policy", file, "ensure", "bad/name"}},
+		{"networks", func(a []string, e io.Writer) int { return proxyNetworks(a, strings.NewReader(""), e) },
+			[]string{"--networks", filepath.Join(dir, "n.json"), "get"}},
+		{"logs", func(a []string, e io.Writer) int { return proxyLogs(a, strings.NewReader(""), io.Discard, e) },
+			[]string{"--log", filepath.Join(dir, "l"), "--poll", "0s", "-f"}},
+		{"state", func(a []string, e io.Writer) int { return proxyState(a, io.Discard, e) },
+			[]string{"--policy", file, "extra"}},
+		{"wait", func(a []string, e io.Writer) int { return proxyWait(a, e) },
+			[]string{"--addr", "nowhere"}},
+	}
+	for _, c := range cases {
+		var errb bytes.Buffer
+		if code := c.run([]string{"-h"}, &errb); code != 0 || !strings.HasPrefix(errb.String(), "usage: sandbox-helper proxy "+c.name) {
+			t.Errorf("%s -h: exit %d, %q", c.name, code, errb.String())
+		}
+		errb.Reset()
+		code := c.run(c.bad, &errb)
+		msg := errb.String()
+		if code != 2 || !strings.HasPrefix(msg, "sandbox-helper proxy "+c.name+": ") || strings.Count(msg, "\n") != 1 {
+			t.Errorf("%s %q: exit %d, %q", c.name, c.bad, code, msg)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused command line left files: %v", entries)
 	}
 }
