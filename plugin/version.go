@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/docker/cli/cli/command"
 	"github.com/docker/docker/api/types"
@@ -28,6 +29,7 @@ type versionJSON struct {
 	} `json:"plugin"`
 	Context          string      `json:"context"`
 	Host             string      `json:"host"`
+	Transport        string      `json:"transport"`
 	ClientAPIVersion string      `json:"client_api_version"`
 	Engine           *engineJSON `json:"engine"`
 	Error            *errorBody  `json:"error,omitempty"`
@@ -89,6 +91,7 @@ func runVersion(ctx context.Context, c versionClient, out io.Writer, contextName
 	v.Plugin.OS, v.Plugin.Arch = runtime.GOOS, runtime.GOARCH
 	v.Context = contextName
 	v.Host = host
+	v.Transport = transportOf(host)
 	sv, err := c.ServerVersion(ctx)
 	v.ClientAPIVersion = c.ClientVersion()
 	var engErr *core.Error
@@ -110,4 +113,15 @@ func runVersion(ctx context.Context, c versionClient, out io.Writer, contextName
 		return fail(nil, "", engErr)
 	}
 	return nil
+}
+
+// transportOf names how the plugin reaches the engine at host: the scheme
+// of the endpoint (unix, tcp, ssh: the ssh binary running `docker system
+// dial-stdio` on the remote, npipe, fd), "" when host has none.
+func transportOf(host string) string {
+	scheme, _, ok := strings.Cut(host, "://")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(scheme)
 }

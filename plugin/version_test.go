@@ -43,7 +43,7 @@ func TestVersion(t *testing.T) {
 	}{
 		{want: plugin + "Context:       ctx (unix:///x.sock)\nEngine:\n Version:     20.10.24\n API version: 1.41 (client 1.41, minimum 1.12)\n OS/Arch:     linux/amd64\n"},
 		{format: "{{.engine.api_version}} {{.context}}", want: "1.41 ctx\n"},
-		{format: "json", want: fmt.Sprintf(`{"plugin":{"version":%q,"helper_id":%q,"go":%q,"os":%q,"arch":%q},"context":"ctx","host":"unix:///x.sock","client_api_version":"1.41","engine":{"version":"20.10.24","api_version":"1.41","min_api_version":"1.12","os":"linux","arch":"amd64"}}`+"\n",
+		{format: "json", want: fmt.Sprintf(`{"plugin":{"version":%q,"helper_id":%q,"go":%q,"os":%q,"arch":%q},"context":"ctx","host":"unix:///x.sock","transport":"unix","client_api_version":"1.41","engine":{"version":"20.10.24","api_version":"1.41","min_api_version":"1.12","os":"linux","arch":"amd64"}}`+"\n",
 			Version, images.HelperID(), runtime.Version(), runtime.GOOS, runtime.GOARCH)},
 		// No engine: the plugin's part, and the error (exit 125).
 		{err: errors.New("Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?"), exit: 125,
@@ -77,5 +77,30 @@ func TestVersion(t *testing.T) {
 	err := runVersion(context.Background(), &fakeVersionClient{v: sv}, &out, "ctx", "h", versionOptions{format: "{{.engine"})
 	if st, ok := err.(cli.StatusError); !ok || st.StatusCode != 125 || out.Len() != 0 {
 		t.Errorf("bad template: %#v %q", err, out.String())
+	}
+}
+
+func TestVersionTransport(t *testing.T) {
+	for host, want := range map[string]string{
+		"unix:///var/run/docker.sock":    "unix",
+		"tcp://127.0.0.1:2375":           "tcp",
+		"ssh://user@127.0.0.1:2222":      "ssh",
+		"SSH://user@host/run/d.sock":     "ssh",
+		"npipe:////./pipe/docker_engine": "npipe",
+		"fd://":                          "fd",
+		"":                               "",
+		"no-scheme":                      "",
+	} {
+		if got := transportOf(host); got != want {
+			t.Errorf("transportOf(%q) = %q, want %q", host, got, want)
+		}
+	}
+	// The JSON form carries it next to the context and the host.
+	var out bytes.Buffer
+	if err := runVersion(context.Background(), &fakeVersionClient{}, &out, "sbx-ssh", "ssh://u@127.0.0.1:2222", versionOptions{format: "{{.context}} {{.host}} {{.transport}}"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "sbx-ssh ssh://u@127.0.0.1:2222 ssh\n" {
+		t.Errorf("got %q", got)
 	}
 }

@@ -4,10 +4,12 @@
 #
 #   scripts/test.sh [GO TEST ARGS...]        e.g. scripts/test.sh -run TestExec ./exec/...
 #
-# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, runsc, gcc, make),
-# build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
+# Phases (each timed): engine, tools (socat, debootstrap, busybox-static, runsc, gcc, make,
+# openssh-server), build, lint (gofmt -l, go vet), base (scripts/offline-base.sh), busybox
 # (scripts/busybox-image.sh), setup (a private DOCKER_CONFIG with the plugin
-# installed), images (docker sandbox images build), go test (-race, with the
+# installed), images (docker sandbox images build), sshd (when the ssh tests
+# TestSSH* run: a throwaway sshd on a loopback port, scripts/ssh-fixture.sh;
+# stopped after go test), go test (-race, with the
 # end-to-end tests on), runsc pass (a full run only: the runtime-dependent
 # suites again under gVisor), fuzz (a full run only), cleanup.
 #
@@ -21,6 +23,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+# shellcheck source=scripts/ssh-fixture.sh
+. scripts/ssh-fixture.sh
 LOG_PREFIX="test"
 
 VERSION="$(version)"
@@ -150,6 +154,7 @@ restore_daemon_json() {
 }
 
 cleanup() {
+	ssh_fixture_stop
 	if [[ -n "$RUN_ID" ]]; then
 		remove_by_label
 	fi
@@ -203,6 +208,39 @@ fi
 PATH="$(dirname "$GO"):$PATH"
 export PATH
 
+# ssh_tests_selected GO_TEST_ARGS...: true when go test would run one of
+# plugin/e2e_ssh_test.go's tests (TestSSH*), which need the ssh fixture: a
+# full run, or the plugin package (./plugin, ./..., or no package: ./...)
+# with no -run or a -run whose top-level pattern matches one of their names
+# (bash's regular expressions, which read the patterns used here as Go's
+# do; one bash cannot read counts as a match).
+ssh_tests_selected() {
+	(($# > 0)) || return 0
+	local a prev="" pat="" pkgs="" plugin="" name rc
+	for a in "$@"; do
+		case "$prev" in -run | -test.run) pat="$a" ;; esac
+		case "$a" in
+		-run=* | -test.run=*) pat="${a#*=}" ;;
+		. | ./* | ../* | github.com/docker-sandbox/*)
+			pkgs=1
+			case "$a" in ./plugin | ./plugin/ | ./plugin/... | ./... | */docker-sandbox/plugin | */docker-sandbox/plugin/... | */docker-sandbox/...) plugin=1 ;; esac
+			;;
+		esac
+		prev="$a"
+	done
+	[[ -z "$pkgs" || -n "$plugin" ]] || return 1
+	[[ -n "$pat" ]] || return 0
+	pat="${pat%%/*}"
+	while read -r name; do
+		rc=0
+		[[ "$name" =~ $pat ]] || rc=$?
+		((rc == 1)) || return 0
+	done < <(sed -nE 's/^func (TestSSH[A-Za-z0-9_]*)\(.*/\1/p' plugin/e2e_ssh_test.go)
+	return 1
+}
+SSH_TESTS=""
+if ssh_tests_selected "$@"; then SSH_TESTS=1; fi
+
 tools() {
 	need_cmd socat socat
 	need_cmd debootstrap debootstrap
@@ -217,6 +255,9 @@ tools() {
 	# go test -race needs cgo: a C compiler and libc headers.
 	command -v gcc >/dev/null 2>&1 || apt_install gcc
 	apt_install libc6-dev
+	# OpenSSH's server, for the ssh:// tests (TestSSH*, scripts/ssh-fixture.sh),
+	# when they run.
+	[[ -z "$SSH_TESTS" ]] || need_cmd sshd openssh-server
 }
 
 lint() {
@@ -333,6 +374,9 @@ phase base bash scripts/offline-base.sh --tag "$BASE_TAG"
 phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
 phase setup setup_config
 phase images build_images
+if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+	phase sshd ssh_fixture_start "$RUN_ID"
+fi
 if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"
 	phase "runsc pass" run_runsc_pass
@@ -343,6 +387,7 @@ if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	exit "$TEST_STATUS"
 fi
 phase "go test" run_go_test "$@"
+ssh_fixture_stop
 if (($# == 0)); then
 	phase "runsc pass" run_runsc_pass
 fi

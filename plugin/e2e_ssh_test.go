@@ -1,0 +1,312 @@
+package plugin_test
+
+// End-to-end tests of ssh:// endpoints (issue 12): the plugin reaching the
+// engine through a real OpenSSH server, as it reaches a remote engine.
+// scripts/test.sh starts the server (scripts/ssh-fixture.sh: Debian's sshd
+// on a loopback port, key authentication only, a throwaway host key, client
+// key and user in the engine socket's group) and sets:
+//
+//	DOCKER_SANDBOX_TEST_SSH=ssh://USER@127.0.0.1:PORT
+//	DOCKER_SANDBOX_TEST_SSH_PATH=DIR    holds the `ssh` the CLI runs (ssh -F the fixture's client config)
+//	DOCKER_SANDBOX_TEST_SSH_LOG=FILE    sshd's log
+//
+// Every call here goes docker CLI -> plugin -> ssh -> sshd -> `docker
+// system dial-stdio` -> the engine; each subtest checks in sshd's log that
+// its calls did log in over ssh, so a call that quietly used the local
+// socket fails.
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
+)
+
+const sshContextName = "sbx-ssh-test"
+
+// sshFixture is the test's view of the ssh server of scripts/test.sh.
+type sshFixture struct {
+	uri  string   // ssh://USER@127.0.0.1:PORT
+	user string   // USER
+	log  string   // sshd's log
+	env  []string // a private DOCKER_CONFIG holding the context; the fixture's ssh first on PATH
+}
+
+// needSSH returns the fixture, with the context sbx-ssh-test made in a
+// private DOCKER_CONFIG (removed when the test ends). Outside
+// scripts/test.sh the test skips; under CI a missing fixture fails it.
+func needSSH(t *testing.T) sshFixture {
+	t.Helper()
+	needE2E(t)
+	f := sshFixture{uri: os.Getenv("DOCKER_SANDBOX_TEST_SSH"), log: os.Getenv("DOCKER_SANDBOX_TEST_SSH_LOG")}
+	path := os.Getenv("DOCKER_SANDBOX_TEST_SSH_PATH")
+	if f.uri == "" || path == "" || f.log == "" {
+		testenv.Skip(t, "ssh test: needs the ssh server of scripts/test.sh (DOCKER_SANDBOX_TEST_SSH, DOCKER_SANDBOX_TEST_SSH_PATH, DOCKER_SANDBOX_TEST_SSH_LOG): run scripts/test.sh -run TestSSH ./plugin/")
+	}
+	m := regexp.MustCompile(`^ssh://([^@/]+)@127\.0\.0\.1:[0-9]+(/.*)?$`).FindStringSubmatch(f.uri)
+	if m == nil {
+		t.Fatalf("DOCKER_SANDBOX_TEST_SSH=%q: want ssh://USER@127.0.0.1:PORT (a loopback server)", f.uri)
+	}
+	f.user = m[1]
+	cfg := privateConfig(t)
+	// DOCKER_HOST and DOCKER_CONTEXT empty: only the flags of each call
+	// choose the endpoint.
+	f.env = []string{"DOCKER_CONFIG=" + cfg, "PATH=" + path + string(os.PathListSeparator) + os.Getenv("PATH"), "DOCKER_HOST=", "DOCKER_CONTEXT="}
+	cmd := osexec.Command("docker", "context", "create", sshContextName, "--docker", "host="+f.uri)
+	cmd.Env = append(os.Environ(), f.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker context create: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		cmd := osexec.Command("docker", "context", "rm", "-f", sshContextName)
+		cmd.Env = append(os.Environ(), f.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("docker context rm: %v\n%s", err, out)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(f.log)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) > 30 {
+				lines = lines[len(lines)-30:]
+			}
+			t.Logf("the end of sshd's log:\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return f
+}
+
+// logins counts the key logins of the fixture's user in sshd's log.
+func (f sshFixture) logins(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(f.log)
+	if err != nil {
+		t.Fatalf("sshd's log: %v", err)
+	}
+	return strings.Count(string(b), "Accepted publickey for "+f.user+" from 127.0.0.1")
+}
+
+// viaSSH runs fn and fails unless its calls logged in over ssh.
+func (f sshFixture) viaSSH(t *testing.T, fn func()) {
+	t.Helper()
+	before := f.logins(t)
+	fn()
+	if after := f.logins(t); after <= before {
+		t.Fatalf("no ssh login during the calls (%d before, %d after): they did not go through %s", before, after, f.uri)
+	}
+}
+
+// sb runs `docker --context sbx-ssh-test sandbox ARGS`.
+func (f sshFixture) sb(t *testing.T, r run) result {
+	t.Helper()
+	r.env = append(append([]string{}, f.env...), r.env...)
+	if r.global == nil {
+		r.global = []string{"--context", sshContextName}
+	}
+	return sbRun(t, r)
+}
+
+func (f sshFixture) sbArgs(t *testing.T, args ...string) result {
+	t.Helper()
+	return f.sb(t, run{args: args})
+}
+
+// TestSSHContext: a context with host=ssh://... runs the plugin's core
+// subset: version, exec (stdin, FILE with args, -c, JSON, exit codes,
+// timeout, OOM), ls, stop, rm.
+func TestSSHContext(t *testing.T) {
+	f := needSSH(t)
+	s := newScope(t)
+
+	t.Run("version", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			r := f.sbArgs(t, "version", "--format", "json")
+			wantCode(t, r, 0)
+			var v struct {
+				Context   string          `json:"context"`
+				Host      string          `json:"host"`
+				Transport string          `json:"transport"`
+				Engine    json.RawMessage `json:"engine"`
+			}
+			if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil {
+				t.Fatalf("%v\n%s", err, r)
+			}
+			if v.Context != sshContextName || v.Host != f.uri || v.Transport != "ssh" || len(v.Engine) == 0 || string(v.Engine) == "null" {
+				t.Fatalf("want context %s, host %s, transport ssh and the engine; got %s", sshContextName, f.uri, r.Stdout)
+			}
+		})
+	})
+	t.Run("exec stdin", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			wantStdout(t, f.sb(t, run{stdin: strings.NewReader("print(6*7)"), args: []string{"exec", "-s", s, "--lang", "python"}}), "42\n")
+		})
+	})
+	t.Run("FILE with args", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "p.py")
+		if err := os.WriteFile(p, []byte("import sys; print(sys.argv[1:])"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f.viaSSH(t, func() {
+			wantStdout(t, f.sbArgs(t, "exec", "-s", s, p, "a b", "--flag", "ü"), "['a b', '--flag', 'ü']\n")
+		})
+	})
+	t.Run("-c", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			wantStdout(t, f.sbArgs(t, "exec", "-s", s, "--lang", "bash", "-c", `echo "$#:$1:${BASH_VERSION:+bash}"`, "--", "x y", "z"), "2:x y:bash\n")
+		})
+	})
+	t.Run("json", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			r := f.sbArgs(t, "exec", "-s", s, "--format", "json", "-c", "echo out; echo err >&2; exit 5")
+			wantCode(t, r, 5)
+			j := decodeExec(t, r)
+			if j.Scope != s || j.ExitCode != 5 || j.Stdout != "out\n" || j.Stderr != "err\n" || j.Signal != nil || j.TimedOut || j.OOMKilled || j.Created {
+				t.Fatalf("%+v", j)
+			}
+		})
+	})
+	t.Run("exit 3", func(t *testing.T) {
+		r := f.sbArgs(t, "exec", "-s", s, "-c", "echo three; exit 3")
+		wantCode(t, r, 3)
+		if r.Stdout != "three\n" {
+			t.Fatalf("stdout %q", r.Stdout)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := f.sbArgs(t, "exec", "-s", s, "--format", "json", "--timeout", "2s", "-c", "sleep 30")
+		wantCode(t, r, 124)
+		if j := decodeExec(t, r); j.ExitCode != 124 || !j.TimedOut || j.OOMKilled {
+			t.Fatalf("%+v", j)
+		}
+	})
+	t.Run("OOM", func(t *testing.T) {
+		s2 := newScope(t)
+		r := f.sb(t, run{args: []string{"exec", "-s", s2, "--memory", "128m", "--timeout", "60s", "--lang", "python", "--format", "json", "-c", oomProgram}, timeout: 2 * time.Minute})
+		wantCode(t, r, 137)
+		j := decodeExec(t, r)
+		if j.ExitCode != 137 || !j.OOMKilled || j.Signal == nil || *j.Signal != "SIGKILL" || j.TimedOut || strings.Contains(j.Stdout, "survived") {
+			t.Fatalf("want exit_code 137, oom_killed, SIGKILL; got %+v (signal %v)", j, deref(j.Signal))
+		}
+	})
+	t.Run("ls stop rm", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			rows := lcListJSON(t, f.sbArgs(t, "ls", "--format", "json", "--filter", "scope="+s))
+			if len(rows) != 1 || rows[0].Scope != s || rows[0].Session != "" || rows[0].State != "idle" {
+				t.Fatalf("ls: %+v", rows)
+			}
+			wantStdout(t, f.sbArgs(t, "stop", s), s+"\n")
+			if c, v := objects(t, s); c != 0 || v == 0 {
+				t.Fatalf("after stop: %d containers (want 0), %d volumes (want the data kept)", c, v)
+			}
+			rows = lcListJSON(t, f.sbArgs(t, "ls", "-a", "--format", "json", "--filter", "scope="+s))
+			if len(rows) != 1 || rows[0].State != "expired-with-data" {
+				t.Fatalf("ls -a after stop: %+v", rows)
+			}
+			wantStdout(t, f.sbArgs(t, "rm", s), s+"\n")
+			if c, v := objects(t, s); c != 0 || v != 0 {
+				t.Fatalf("after rm: %d containers, %d volumes left", c, v)
+			}
+			if rows := lcListJSON(t, f.sbArgs(t, "ls", "-a", "--format", "json", "--filter", "scope="+s)); len(rows) != 0 {
+				t.Fatalf("ls -a after rm: %+v", rows)
+			}
+		})
+	})
+}
+
+// TestSSHCp: cp both ways through the ssh context (a file and a folder),
+// and the hostile cases: a tar escaping its destination, a link in the
+// sandbox leading out; refused, nothing written outside.
+func TestSSHCp(t *testing.T) {
+	f := needSSH(t)
+	s := newScope(t)
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	cpWriteHost(t, filepath.Join(src, "a.txt"), "A", 0o644)
+	cpWriteHost(t, filepath.Join(src, "sub", "b.txt"), "B", 0o600)
+	cpWriteHost(t, filepath.Join(host, "f.txt"), "F", 0o640)
+
+	t.Run("in and out", func(t *testing.T) {
+		f.viaSSH(t, func() {
+			j := cpDecode(t, f.sbArgs(t, "cp", "--format", "json", src, s+":src"))
+			if j.Files != 2 || j.Dirs != 2 || j.Bytes != 2 {
+				t.Errorf("cp in of the folder: %+v", j)
+			}
+			wantCode(t, f.sbArgs(t, "cp", filepath.Join(host, "f.txt"), s+":src/"), 0)
+			wantStdout(t, f.sbArgs(t, "exec", "-s", s, "-c", "cd src && cat a.txt sub/b.txt f.txt && echo && "+shModes+" a.txt sub/b.txt f.txt"), "ABF\n644\n600\n640\n")
+			out := filepath.Join(host, "out")
+			wantCode(t, f.sbArgs(t, "cp", s+":src", out), 0)
+			if d := cmp.Diff([]string{"a.txt=A 0644", "f.txt=F 0640", "sub/ 0755", "sub/b.txt=B 0600"}, cpHostTree(t, out)); d != "" {
+				t.Errorf("the folder copied back (-want +got):\n%s", d)
+			}
+			wantCode(t, f.sbArgs(t, "cp", s+":src/sub/b.txt", filepath.Join(host, "b-back.txt")), 0)
+			if b, err := os.ReadFile(filepath.Join(host, "b-back.txt")); err != nil || string(b) != "B" {
+				t.Errorf("the file copied back: %q %v", b, err)
+			}
+		})
+	})
+	t.Run("hostile tar in", func(t *testing.T) {
+		wantCode(t, f.sbArgs(t, "exec", "-s", s, "-c", "mkdir -p box/dir"), 0)
+		data := cpTar(t,
+			&tar.Header{Name: "ok.txt", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "ok"},
+			&tar.Header{Name: "../../evil", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "E"},
+			&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/tmp"},
+			&tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "E"})
+		f.viaSSH(t, func() {
+			cpWantErr(t, f.sb(t, run{args: []string{"cp", "--format", "json", "-", s + ":box/dir"}, stdin: bytes.NewReader(data)}), "path_escape")
+		})
+		r := f.sbArgs(t, "exec", "-s", s, "-c", "find /opt/workspace/box /tmp -mindepth 1 -not -path '/tmp/.sandbox-code-*' -not -path '/tmp/.sandbox-helper.*' | sort; ls /opt/workspace/evil /opt/evil 2>&1 | wc -l")
+		wantStdout(t, r, "/opt/workspace/box/dir\n2\n")
+	})
+	t.Run("hostile link out", func(t *testing.T) {
+		canary := newCpCanary(t)
+		here := t.TempDir()
+		cpWriteHost(t, filepath.Join(here, "p.txt"), "P", 0o644)
+		dst := filepath.Join(here, "dst")
+		wantCode(t, f.sbArgs(t, "exec", "-s", s, "-c", "ln -s /etc out && ln -s "+canary.dir+" tohost"), 0)
+		f.viaSSH(t, func() {
+			cpWantErr(t, f.sbArgs(t, "cp", "--format", "json", s+":out/passwd", dst), "path_escape")
+			cpWantErr(t, f.sbArgs(t, "cp", "--format", "json", s+":out", dst), "path_escape")
+			// Into the sandbox through its link naming the host's folder:
+			// the link is the sandbox's, and leads outside its roots.
+			cpWantErr(t, f.sbArgs(t, "cp", "--format", "json", filepath.Join(here, "p.txt"), s+":tohost/"), "path_escape")
+		})
+		cpMissing(t, dst)
+		canary.intact(t)
+		if d := cmp.Diff([]string{"p.txt=P 0644"}, cpHostTree(t, here)); d != "" {
+			t.Errorf("the host folder changed (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestSSHHostAndEnv: `docker -H ssh://...` and DOCKER_HOST=ssh://... reach
+// the plugin as the context does.
+func TestSSHHostAndEnv(t *testing.T) {
+	f := needSSH(t)
+	s := newScope(t)
+	for _, c := range []struct {
+		name   string
+		global []string
+		env    []string
+	}{
+		{"-H", []string{"-H", f.uri}, nil},
+		{"DOCKER_HOST", []string{}, []string{"DOCKER_HOST=" + f.uri}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f.viaSSH(t, func() {
+				r := f.sb(t, run{global: c.global, env: c.env, args: []string{"version", "--format", "{{.context}} {{.host}} {{.transport}}"}})
+				wantStdout(t, r, fmt.Sprintf("default %s ssh\n", f.uri))
+				wantStdout(t, f.sb(t, run{global: c.global, env: c.env, stdin: strings.NewReader("print(6*7)"), args: []string{"exec", "-s", s, "--lang", "python"}}), "42\n")
+			})
+		})
+	}
+}
