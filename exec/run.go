@@ -430,6 +430,13 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 			}
 		case wire.Status:
 			if err := json.Unmarshal(p, &st); err != nil {
+				if req.otherRuntime {
+					// Not the wrapper's, which writes valid JSON: under
+					// gVisor other code of the sandbox can write frames
+					// into this stream (statusCheck). Read on to its own.
+					st = wire.RunStatus{}
+					continue
+				}
 				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")
 			}
 			if req.otherRuntime && !vs.fromWrapper(ctx, st) {
