@@ -31,6 +31,9 @@ const langTable = "lang"
 // langKeys are the keys of a [lang.NAME] table.
 var langKeys = []string{"interpreter", "extensions", "shebang"}
 
+// LangKeys are the keys of a [lang.NAME] table.
+func LangKeys() []string { return slices.Clone(langKeys) }
+
 // builtinLangNames are the built-in languages and their aliases.
 var builtinLangNames = []string{"python", "node", "bash", "sh", "py", "python3", "js", "javascript", "nodejs", "shell"}
 
