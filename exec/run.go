@@ -299,7 +299,7 @@ func HelperCommand(spec Spec, req Request, token string) []string {
 	if req.NoCode {
 		a.Interps, a.Args = req.Args[:1], req.Args[1:]
 	} else {
-		a.Interps, a.CodeExt, a.Args = req.Lang.Interps, req.Lang.Ext, req.Args
+		a.Interps, a.InterpArgs, a.CodeExt, a.Args = req.Lang.Interps, req.Lang.InterpArgs, req.Lang.Ext, req.Args
 	}
 	return append([]string{core.HelperPath}, a.Argv()...)
 }

@@ -382,7 +382,7 @@ func registerFlagCompletions(dockerCli command.Cli, root *cobra.Command) {
 	flagCompletions := map[string]completion{
 		"scope":            completeScopes(dockerCli, 0),
 		"session":          completeSessions(dockerCli),
-		"lang":             completeList(sbexec.LanguageNames...),
+		"lang":             completeLangs(),
 		"image":            completeImages(dockerCli),
 		"base":             completeImages(dockerCli),
 		"network":          completeNetworks(dockerCli, "none", "proxy"),

@@ -3,12 +3,15 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/docker/cli/cli/command"
+	cliconfig "github.com/docker/cli/cli/config"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
@@ -315,5 +318,31 @@ func TestRootCommandNoIO(t *testing.T) {
 	}
 	if len(cmd.Commands()) == 0 {
 		t.Fatal("no commands")
+	}
+}
+
+// --lang offers the configured languages after the built-in ones.
+func TestCompletionConfiguredLang(t *testing.T) {
+	cfg := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", cfg)
+	// cliconfig.Dir reads DOCKER_CONFIG once per process: point it here.
+	old := cliconfig.Dir()
+	cliconfig.SetDir(cfg)
+	t.Cleanup(func() { cliconfig.SetDir(old) })
+	t.Chdir(t.TempDir())
+	if err := os.MkdirAll(filepath.Join(cfg, "sandbox"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	text := "[lang.perl]\ninterpreter = [\"perl\"]\n\n[lang.awk]\ninterpreter = [\"awk\", \"-f\"]\n"
+	if err := os.WriteFile(filepath.Join(cfg, "sandbox", "config.toml"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, dir := complete(t, &fakeCli{api: completionEngineFixture()}, "exec", "--lang", "")
+	if d := cmp.Diff([]string{"python", "node", "bash", "sh", "awk", "perl"}, got); d != "" || dir != noFiles {
+		t.Errorf("(-want +got):\n%s %s", d, dir)
+	}
+	got, _ = complete(t, &fakeCli{api: completionEngineFixture()}, "exec", "--lang", "pe")
+	if d := cmp.Diff([]string{"perl"}, got); d != "" {
+		t.Errorf("prefix pe (-want +got):\n%s", d)
 	}
 }

@@ -125,7 +125,8 @@ var configFormat = listFormat[config.Entry]{
 }
 
 // configText is a value as the text form of `config` shows it: what an
-// empty or zero value means, and a [scope.NAME] table as its three lists
+// empty or zero value means, a [scope.NAME] table as its three lists and a
+// [lang.NAME] table as its interpreter, extensions and shebang
 // (the JSON form has the raw values).
 func configText(key string, v any) string {
 	switch x := v.(type) {
@@ -142,7 +143,11 @@ func configText(key string, v any) string {
 		}
 	case map[string]any:
 		var parts []string
-		for _, k := range config.ScopeKeys() {
+		keys := config.ScopeKeys()
+		if strings.HasPrefix(key, "lang.") {
+			keys = config.LangKeys()
+		}
+		for _, k := range keys {
 			if l, ok := x[k]; ok {
 				parts = append(parts, k+"="+configList(l))
 			}

@@ -128,7 +128,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if err != nil {
 		return err
 	}
-	lang, err := sbexec.DetectLanguage(o.lang, src.fileName, src.code, c.DefaultLang)
+	lang, err := sbexec.DetectLanguage(o.lang, src.fileName, src.code, c.DefaultLang, configuredLanguages(c)...)
 	if err != nil {
 		return err
 	}

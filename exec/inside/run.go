@@ -25,15 +25,16 @@ var codeTempRoot = "/tmp"
 
 // runOptions are the parsed flags of `run`.
 type runOptions struct {
-	interps   []string
-	codeExt   string
-	noCode    bool
-	timeout   time.Duration
-	maxOutput int64
-	workdir   string
-	spec      string
-	target    string
-	args      []string
+	interps    []string
+	interpArgs []string
+	codeExt    string
+	noCode     bool
+	timeout    time.Duration
+	maxOutput  int64
+	workdir    string
+	spec       string
+	target     string
+	args       []string
 }
 
 // parseRunFlags parses the flags of `run` (wire.ParseRunArgs). Arguments
@@ -41,7 +42,7 @@ type runOptions struct {
 // arguments.
 func parseRunFlags(args []string) (runOptions, error) {
 	a, err := wire.ParseRunArgs(args)
-	return runOptions{interps: a.Interps, codeExt: a.CodeExt, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
+	return runOptions{interps: a.Interps, interpArgs: a.InterpArgs, codeExt: a.CodeExt, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
 		workdir: a.Workdir, spec: a.Spec, target: a.Target, args: a.Args}, err
 }
 
@@ -233,7 +234,7 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	if fail != nil {
 		return *fail
 	}
-	argv := []string{interp}
+	argv := append([]string{interp}, opts.interpArgs...)
 	if !opts.noCode {
 		argv = append(argv, codePath)
 	}

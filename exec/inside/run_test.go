@@ -693,3 +693,19 @@ func TestTargetMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestRunInterpArgs: --interp-arg values come after the interpreter and
+// before the code file, then the program's arguments (a configured
+// language's interpreter = ["awk", "-f"]).
+func TestRunInterpArgs(t *testing.T) {
+	t.Parallel()
+	args := []string{"run", "--interp", "sh", "--interp-arg", "-c", "--interp-arg", `printf '%s|' "$0" "$@"`,
+		"--code-ext", ".x", "--timeout", "10s", "--max-output", "1048576", "--", "a", "-b"}
+	r := runHelper(t, codeStdin("ignored", nil), nil, args...)
+	if r.status.ExitCode != 0 {
+		t.Fatalf("status %+v\n%s", r.status, r.helperStderr)
+	}
+	if !regexp.MustCompile(`^/\S+/main\.x\|a\|-b\|$`).Match(r.stdout) {
+		t.Errorf("stdout %q: want CODEFILE|a|-b|", r.stdout)
+	}
+}

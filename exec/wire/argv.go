@@ -89,8 +89,11 @@ type RunArgs struct {
 	Target    string        // the sandbox this run is for (compared with PID 1's --target)
 	NoCode    bool          // no code header on stdin: run the interpreter with Args and raw stdin
 	Interps   []string      // interpreter candidates; the first on PATH is used
-	CodeExt   string        // extension of the code file, with its dot
-	Args      []string      // the program's arguments
+	// InterpArgs follow the interpreter, before the code file and Args
+	// (a configured language's interpreter = ["awk", "-f"]).
+	InterpArgs []string
+	CodeExt    string   // extension of the code file, with its dot
+	Args       []string // the program's arguments
 }
 
 // Argv is run's command line.
@@ -107,6 +110,9 @@ func (a RunArgs) Argv() []string {
 		argv = append(argv, "--no-code")
 	}
 	argv = append(argv, "--interp", strings.Join(a.Interps, ","))
+	for _, x := range a.InterpArgs {
+		argv = append(argv, "--interp-arg", x)
+	}
 	if a.CodeExt != "" {
 		argv = append(argv, "--code-ext", a.CodeExt)
 	}
@@ -120,6 +126,10 @@ func ParseRunArgs(args []string) (RunArgs, error) {
 	var a RunArgs
 	fs := newFlagSet(VerbRun)
 	interp := fs.String("interp", "", "comma-separated interpreter candidates; the first on PATH is used")
+	fs.Func("interp-arg", "an argument after the interpreter, before the code file (repeatable)", func(v string) error {
+		a.InterpArgs = append(a.InterpArgs, v)
+		return nil
+	})
 	fs.StringVar(&a.CodeExt, "code-ext", "", "extension of the code file, e.g. .py")
 	fs.BoolVar(&a.NoCode, "no-code", false, "no code header on stdin: run INTERP ARGS... with raw stdin")
 	fs.DurationVar(&a.Timeout, "timeout", 0, "kill the program after this long (required)")

@@ -156,6 +156,7 @@ func TestArgvRoundTrip(t *testing.T) {
 		InitArgs{IdleTTL: time.Second, MaxLifetime: time.Hour, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
 		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Interps: []string{"a", "b"}, CodeExt: ".py", Args: []string{"--", "-x", ""}}.Argv(),
 		RunArgs{NoCode: true, Timeout: 1, MaxOutput: 1, Interps: []string{"sh"}}.Argv(),
+		RunArgs{Timeout: 1, MaxOutput: 1, Interps: []string{"awk"}, InterpArgs: []string{"-f", "", "--", "a,b"}, CodeExt: ".awk", Args: []string{"x"}}.Argv(),
 		SignalArgs{Token: "-t"}.Argv(),
 		DrainArgs{Holder: "h", Undo: true}.Argv(),
 		StatusArgs{}.Argv(),
@@ -173,6 +174,7 @@ func FuzzParseArgv(f *testing.F) {
 	for _, argv := range [][]string{
 		InitArgs{IdleTTL: time.Second, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
 		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Interps: []string{"a"}, CodeExt: ".py", Args: []string{"x"}}.Argv(),
+		RunArgs{Timeout: time.Second, MaxOutput: 1, Interps: []string{"awk"}, InterpArgs: []string{"-f"}, Args: []string{"x"}}.Argv(),
 		{VerbRun, "--interp", " a, ,b", "--code-ext", "py", "-timeout=1s", "--max-output=3", "--no-code", "x", "-y"},
 		SignalArgs{Token: "t"}.Argv(),
 		DrainArgs{Holder: "h", Undo: true}.Argv(),

@@ -166,6 +166,9 @@ type Config struct {
 
 	// Scopes are the [scope.NAME] tables of both files, by scope name.
 	Scopes map[string]ScopePolicy
+	// Langs are the [lang.NAME] tables of the user file and a trusted
+	// project file, by language name (see lang.go).
+	Langs map[string]LangConfig
 
 	// UserFile and ProjectFile are the files considered: UserFile even when
 	// it does not exist, ProjectFile "" when none was found.
@@ -427,6 +430,11 @@ func (c *Config) clone() *Config {
 		p.Allow, p.AllowPorts, p.AllowCIDRs, p.Deny = slices.Clone(p.Allow), slices.Clone(p.AllowPorts), slices.Clone(p.AllowCIDRs), slices.Clone(p.Deny)
 		n.Scopes[k] = p
 	}
+	n.Langs = make(map[string]LangConfig, len(c.Langs))
+	for k, l := range c.Langs {
+		l.Interpreter, l.Extensions, l.Shebang = slices.Clone(l.Interpreter), slices.Clone(l.Extensions), slices.Clone(l.Shebang)
+		n.Langs[k] = l
+	}
 	n.Refused = slices.Clone(c.Refused)
 	return &n
 }
@@ -501,7 +509,7 @@ func tomlText(v any) string {
 // top-level key, or up to scope.NAME.KEY. Deeper keys are reported at it.
 func (f *fileApply) unit(k toml.Key) []string {
 	n := 1
-	if k[0] == scopeTable {
+	if k[0] == scopeTable || k[0] == langTable {
 		n = 3
 	}
 	if len(k) < n {
@@ -534,6 +542,9 @@ func (f *fileApply) fail(k []string, subject string, p *problem) error {
 }
 
 func (f *fileApply) apply(k []string) error {
+	if k[0] == langTable {
+		return f.applyLang(k)
+	}
 	if k[0] != scopeTable {
 		d := lookupKey(k[0])
 		if d == nil {
@@ -673,7 +684,7 @@ func (f *fileApply) unknown(k []string, known []string, name string) error {
 }
 
 func knownTopKeys() []string {
-	return append(Keys(), scopeTable+".NAME")
+	return append(Keys(), scopeTable+".NAME", langTable+".NAME")
 }
 
 // closest returns the known key within edit distance 2 of name, if any.
@@ -825,6 +836,9 @@ func (c *Config) Set(key, value, flagName string) error {
 // naming the source of the other; its Code is CodeBadFlag when that is a flag.
 func (c *Config) Validate() error {
 	c.init()
+	if err := c.validateLangs(); err != nil {
+		return err
+	}
 	for _, r := range crossRules {
 		lim, max := lookupKey(r.key), lookupKey(r.max)
 		ls, ms := c.Source(r.key), c.Source(r.max)
@@ -899,6 +913,10 @@ func (c *Config) Entries() []Entry {
 			Source:    p.Source.String(),
 			Untrusted: c.untrusted(p.Source),
 		})
+	}
+	for _, n := range c.LangNames() {
+		l := c.Langs[n]
+		out = append(out, Entry{Key: langTable + "." + n, Value: l.entry(), Source: l.Source.String()})
 	}
 	return out
 }

@@ -287,7 +287,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string
