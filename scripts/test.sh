@@ -11,7 +11,10 @@
 # TestSSH* run: a throwaway sshd on a loopback port, scripts/ssh-fixture.sh;
 # stopped after go test), go test (-race, with the
 # end-to-end tests on), runsc pass (a full run only: the runtime-dependent
-# suites again under gVisor), fuzz (a full run only), cleanup.
+# suites again under gVisor), arm64 (a full run only: the in-container
+# helper's own tests built for linux/arm64 and run under qemu-user emulation;
+# DOCKER_SANDBOX_ARM64_ONLY=1 runs only engine, tools and this phase), fuzz
+# (a full run only), cleanup.
 #
 # Everything the plugin creates during the run carries the label
 # com.docker.sandbox.test-run=ID (DOCKER_SANDBOX_TEST_RUN); cleanup removes those
@@ -258,6 +261,96 @@ tools() {
 	# OpenSSH's server, for the ssh:// tests (TestSSH*, scripts/ssh-fixture.sh),
 	# when they run.
 	[[ -z "$SSH_TESTS" ]] || need_cmd sshd openssh-server
+	# qemu-user-static and binfmt-support, for the arm64 phase (a full run,
+	# or DOCKER_SANDBOX_ARM64_ONLY=1).
+	if (($# == 0)) || [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 ]]; then
+		apt_install qemu-user-static binfmt-support
+	fi
+}
+
+# The arm64 phase: the embedded linux/arm64 helper is exercised, not only
+# built. The helper's packages (cmd/sandbox-helper and what it imports; all
+# standard library, so CGO_ENABLED=0 and no -race) are compiled with
+# GOARCH=arm64 go test -c and each test binary runs in its package's
+# directory under qemu-user: through binfmt_misc when qemu-aarch64 can be
+# registered (binfmt_misc mounted, update-binfmts --enable qemu-aarch64),
+# else directly as qemu-aarch64-static ./x.test (the registration error is
+# logged). Its counts add to the run's. Budget: 2 minutes.
+ARM64_PKGS=(./cmd/sandbox-helper ./core ./egress/iprules ./egress/policy ./egress/proxy
+	./exec/inside ./exec/wire ./files/fsproto ./files/fsserver ./files/tarsafe)
+# Tests excluded under emulation (-test.skip; they run natively in the go
+# test phase and in the runsc pass). Each is excluded for what qemu-user
+# emulates differently from a Linux kernel, not for the helper's code:
+#  - TestReadProcs, TestRunSweepKillsLeaderlessGroups,
+#    TestRunGroupKillWithoutProc, TestRunExitKillsLeftovers,
+#    TestRunTimeoutKillsEverything: qemu-user synthesises an emulated
+#    process's own /proc/self/stat (and /proc/<its pid>/stat) with state "0"
+#    and pgrp, session and most other fields 0, so the helper's process-group
+#    sweep cannot see the groups it must kill.
+#  - TestControl(Drain|StoppedWrapper|Signal|Lifetime|DiskLimit|OnlyExecRoots):
+#    init names its control-socket peer by /proc/PID/cmdline, and an emulated
+#    process's cmdline starts with the qemu interpreter
+#    (/usr/libexec/qemu-binfmt/aarch64-binfmt-P), so no peer is the helper.
+#  - TestReserveThreads: qemu-user runs threads of its own in the process, so
+#    the thread count the test checks is not the Go runtime's.
+ARM64_EXCLUDED='^(TestReadProcs|TestRunSweepKillsLeaderlessGroups|TestRunGroupKillWithoutProc|TestRunExitKillsLeftovers|TestRunTimeoutKillsEverything|TestControl(Drain|StoppedWrapper|Signal|Lifetime|DiskLimit|OnlyExecRoots)|TestReserveThreads)$'
+
+# arm64_binfmt: true when the kernel runs linux/arm64 ELF binaries through
+# qemu-aarch64 (binfmt_misc); tries to register it once.
+arm64_binfmt() {
+	local out
+	if [[ "$(head -n1 /proc/sys/fs/binfmt_misc/qemu-aarch64 2>/dev/null)" == enabled ]]; then
+		return 0
+	fi
+	if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then
+		out="$(mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>&1)" ||
+			{ log "arm64: cannot mount binfmt_misc: $out"; return 1; }
+	fi
+	out="$(update-binfmts --enable qemu-aarch64 2>&1)" ||
+		{ log "arm64: update-binfmts --enable qemu-aarch64 failed: $out"; return 1; }
+	[[ "$(head -n1 /proc/sys/fs/binfmt_misc/qemu-aarch64 2>/dev/null)" == enabled ]] ||
+		{ log "arm64: qemu-aarch64 is not enabled in binfmt_misc after update-binfmts: $out"; return 1; }
+}
+
+run_arm64() {
+	local dir pkg bin log rc p f s runner=() how status=0 P=0 F=0 S=0
+	dir="$(mktemp -d "${TMPDIR:-/tmp}/docker-sandbox-test-arm64.XXXXXX")"
+	if arm64_binfmt; then
+		how="binfmt_misc (qemu-aarch64)"
+	else
+		command -v qemu-aarch64-static >/dev/null 2>&1 || die "arm64: no binfmt_misc and no qemu-aarch64-static"
+		runner=(qemu-aarch64-static)
+		how="qemu-aarch64-static directly"
+	fi
+	log "arm64: CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go test -c -o $dir/ ${ARM64_PKGS[*]}"
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 "$GO" test -c -o "$dir/" "${ARM64_PKGS[@]}" ||
+		{ rm -rf "$dir"; die "arm64: building the helper's tests for linux/arm64 failed"; }
+	log "arm64: running them through $how; excluded under emulation: $ARM64_EXCLUDED"
+	for pkg in "${ARM64_PKGS[@]}"; do
+		bin="$dir/$(basename "$pkg").test"
+		[[ -x "$bin" ]] || continue # a package without tests
+		# e_machine (ELF bytes 18-19) is EM_AARCH64, 0xb7: the binary is arm64.
+		[[ "$(od -An -tx1 -j18 -N2 "$bin" | tr -d ' \n')" == b700 ]] || { rm -rf "$dir"; die "arm64: $bin is not an arm64 binary"; }
+		log="$dir/$(basename "$pkg").log"
+		set +e
+		(cd "$pkg" && "${runner[@]}" "$bin" -test.v -test.count=1 -test.timeout 5m -test.skip "$ARM64_EXCLUDED") >"$log" 2>&1
+		rc=$?
+		set -e
+		p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
+		f="$(grep -cE '^[[:space:]]*--- FAIL:' "$log" || true)"
+		s="$(grep -cE '^[[:space:]]*--- SKIP:' "$log" || true)"
+		if ((rc != 0)); then
+			((f > 0)) || f=1
+			status=1
+			cat "$log"
+		fi
+		log "arm64: $pkg: $p passed, $f failed, $s skipped"
+		P=$((P + p)) F=$((F + f)) S=$((S + s))
+	done
+	rm -rf "$dir"
+	log "arm64: $P passed, $F failed, $S skipped (through $how)"
+	N_PASS=$((N_PASS + P)) N_FAIL=$((N_FAIL + F)) N_SKIP=$((N_SKIP + S))
+	if ((status != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
 }
 
 lint() {
@@ -366,7 +459,16 @@ run_runsc_pass() {
 }
 
 phase engine bash scripts/engine.sh
-phase tools tools
+phase tools tools "$@"
+if [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 ]]; then
+	(($# == 0)) || die "DOCKER_SANDBOX_ARM64_ONLY=1 runs only the arm64 phase: give no GO TEST ARGS"
+	phase arm64 run_arm64
+	if ((N_SKIP > 0)); then
+		log "the arm64 phase skipped $N_SKIP tests (see the --- SKIP lines): every test must run"
+		TEST_STATUS=1
+	fi
+	exit "$TEST_STATUS"
+fi
 phase build bash scripts/build.sh
 phase lint lint
 phase snapshot snapshot_images
@@ -390,6 +492,7 @@ phase "go test" run_go_test "$@"
 ssh_fixture_stop
 if (($# == 0)); then
 	phase "runsc pass" run_runsc_pass
+	phase arm64 run_arm64
 fi
 
 # Every fuzz target of the project (each func Fuzz* in a _test.go file) is
