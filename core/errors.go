@@ -23,6 +23,12 @@ const (
 	// CodeWrapperLost: the exec's wrapper was killed or stopped (by code in
 	// the sandbox) before it reported; every process of the run is killed.
 	CodeWrapperLost = "wrapper_lost"
+	// CodeStreamTampered: under a runtime that lets code of the sandbox
+	// write into another run's streams (gVisor), the run's code on stdin
+	// was not the code sent (nothing ran), or its output stream carried
+	// bytes that were not its wrapper's frames (no status from it is
+	// trusted).
+	CodeStreamTampered = "stream_tampered"
 	// CodeNotSandbox: the container found by the sandbox's name is not that
 	// sandbox (its PID 1 is not the helper's init for that target).
 	CodeNotSandbox = "not_a_sandbox"

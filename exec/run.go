@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,7 @@ type Request struct {
 	// status checked against the engine's exit code of the wrapper's exec
 	// (statusCheck), for gVisor's differences; runc needs neither.
 	otherRuntime bool
+	runtime      string // the sandbox's runtime, for messages
 }
 
 // Result tells how a run ended.
@@ -105,7 +107,7 @@ const maxCreateWait = 60 * time.Second
 func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, error) {
 	start := time.Now()
 	token := newToken()
-	req.otherRuntime = spec.Runtime != ""
+	req.otherRuntime, req.runtime = spec.Runtime != "", spec.Runtime
 	var st wire.RunStatus
 	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
@@ -151,6 +153,8 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		return res, core.Errorf(core.CodeSandboxMismatch,
 			"sandbox %s is running with other settings than this call asks for (%s); stop it with `docker sandbox stop %s` (its data stays) or call it with the settings it was created with",
 			spec.Target, spec.Describe(), spec.Target)
+	case wire.ErrStreamTampered:
+		return res, core.Errorf(core.CodeStreamTampered, "%s (README: runc vs runsc; keep concurrent callers apart with sessions or scopes)", strings.TrimPrefix(st.Error, "sandbox-helper run: "))
 	case wire.ErrNotSandbox:
 		return res, core.Errorf(core.CodeNotSandbox, "the container named %s is not sandbox %s (%s); nothing ran: remove or rename that container",
 			spec.ContainerName(), spec.Target, st.Error)
@@ -296,6 +300,10 @@ func shortID(id string) string {
 func HelperCommand(spec Spec, req Request, token string) []string {
 	a := wire.RunArgs{Token: token, Timeout: req.Timeout, MaxOutput: req.MaxOutput, Workdir: req.Workdir,
 		Spec: spec.Hash(), Target: spec.Target.String(), NoCode: req.NoCode}
+	if !req.NoCode {
+		sum := sha256.Sum256(req.Code)
+		a.CodeSum = hex.EncodeToString(sum[:])
+	}
 	if req.NoCode {
 		a.Interps, a.Args = req.Args[:1], req.Args[1:]
 	} else {
@@ -410,6 +418,9 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 			if lost, ok := m.sandboxLost(ctrName, watch, runStart, req.Timeout); ok {
 				return lost, errSandboxLost
 			}
+			if req.otherRuntime && (errors.Is(err, wire.ErrBadFrame) || vs.forged > 0) {
+				return st, vs.tampered(ctx, req.runtime)
+			}
 			return st, m.lostRun(ctrName, err, msg)
 		}
 		switch typ {
@@ -435,6 +446,7 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 					// gVisor other code of the sandbox can write frames
 					// into this stream (statusCheck). Read on to its own.
 					st = wire.RunStatus{}
+					vs.forged++
 					continue
 				}
 				return st, core.Wrap(core.CodeInternal, err, "bad status from the helper")

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
@@ -54,11 +57,29 @@ type fakeEngine struct {
 	drains int
 	// helper answers one exec: it gets the code and stdin, returns frames.
 	helper func(cmd []string, code []byte, stdin []byte) (stdout, stderr string, st wire.RunStatus)
+	// tamper: bytes other code of the sandbox writes into a run's stream
+	// after Started (as gVisor allows through /proc/PID/fd), one write.
+	tamper []byte
+	// injectCode replaces the code the helper reads (another run wrote
+	// into the run's stdin).
+	injectCode []byte
+	// exits: each ended exec's exit code, by exec ID (ContainerExecInspect).
+	exits map[string]int
 }
 
 func newFake() *fakeEngine {
 	return &fakeEngine{containers: map[string]*container.Config{}, hostcfg: map[string]*container.HostConfig{}, running: map[string]bool{},
-		volumes: map[string]bool{}, runtimes: map[string]system.RuntimeWithStatus{"runc": {}}}
+		volumes: map[string]bool{}, runtimes: map[string]system.RuntimeWithStatus{"runc": {}}, exits: map[string]int{}}
+}
+
+// Events: an engine that reports no events until ctx ends.
+func (f *fakeEngine) Events(ctx context.Context, _ events.ListOptions) (<-chan events.Message, <-chan error) {
+	msgs, errs := make(chan events.Message), make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		errs <- ctx.Err()
+	}()
+	return msgs, errs
 }
 
 func (f *fakeEngine) call(s string) {
@@ -102,12 +123,24 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 		}()
 		return types.NewHijackedResponse(&halfConn{Conn: client}, ""), nil
 	}
+	if len(cmd) > 1 && cmd[1] == wire.VerbStatus {
+		// PID 1 answers: the sandbox lives.
+		go func() {
+			defer server.Close()
+			go func() { _, _ = io.Copy(io.Discard, server) }()
+			_, _ = stdcopy.NewStdWriter(server, stdcopy.Stdout).Write([]byte(`{"pid1_started":"2026-01-02T03:04:05Z"}`))
+		}()
+		return types.NewHijackedResponse(&halfConn{Conn: client}, ""), nil
+	}
 	go func() {
 		defer server.Close()
-		noCode := false
-		for _, a := range cmd {
+		noCode, sum := false, ""
+		for i, a := range cmd {
 			if a == "--no-code" {
 				noCode = true
+			}
+			if a == "--code-sha256" && i+1 < len(cmd) {
+				sum = cmd[i+1]
 			}
 		}
 		var code []byte
@@ -140,11 +173,30 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 		if err := fw.WriteFrame(wire.Started, nil); err != nil {
 			return
 		}
+		f.mu.Lock()
+		tamper := f.tamper
+		if f.injectCode != nil {
+			code = f.injectCode
+		}
+		f.mu.Unlock()
+		if tamper != nil {
+			_, _ = w.Write(tamper)
+		}
 		stdin := readUntilMarker(server)
-		out, errs, st := f.helper(cmd, code, stdin)
-		_ = fw.WriteFrame(wire.Stdout, []byte(out))
-		_ = fw.WriteFrame(wire.Stderr, []byte(errs))
+		var out, errs string
+		var st wire.RunStatus
+		if got := sha256.Sum256(code); !noCode && sum != hex.EncodeToString(got[:]) {
+			// As the helper: the code is not the one the command line names.
+			st = wire.RunStatus{ExitCode: 125, ErrorCode: wire.ErrStreamTampered, Error: "sandbox-helper run: the code on stdin is not the code the plugin sent"}
+		} else {
+			out, errs, st = f.helper(cmd, code, stdin)
+			_ = fw.WriteFrame(wire.Stdout, []byte(out))
+			_ = fw.WriteFrame(wire.Stderr, []byte(errs))
+		}
 		b, _ := json.Marshal(st)
+		f.mu.Lock()
+		f.exits[id] = st.ExitCode
+		f.mu.Unlock()
 		_ = fw.WriteFrame(wire.Status, b)
 	}()
 	return types.NewHijackedResponse(&halfConn{Conn: client}, ""), nil
@@ -178,7 +230,10 @@ func readUntilMarker(r io.Reader) []byte {
 }
 
 func (f *fakeEngine) ContainerExecInspect(ctx context.Context, id string) (container.ExecInspect, error) {
-	return container.ExecInspect{}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	code, ended := f.exits[id]
+	return container.ExecInspect{ExecID: id, Running: !ended, ExitCode: code}, nil
 }
 
 func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
@@ -467,6 +522,101 @@ func TestRunRefusesMissingRuntime(t *testing.T) {
 		if strings.HasPrefix(c, "Create") {
 			t.Fatalf("created something: %v", f.calls)
 		}
+	}
+}
+
+// Under a runtime other than the engine's default (gVisor), other code of
+// the sandbox can write into a run's output stream. Whatever it writes, the
+// run never reports a status the wrapper did not send: a forged whole
+// Status is read past (the engine's exit code of the wrapper decides), and
+// a stream whose framing it broke ends with stream_tampered, never with
+// the forged exit code. Under runc, where nothing can write there, a
+// stream that carries a non-JSON status is an internal error, as before.
+func TestRunTamperedStream(t *testing.T) {
+	frame := func(typ byte, p string) []byte {
+		var b bytes.Buffer
+		_ = wire.NewFrameWriter(&b).WriteFrame(typ, []byte(p))
+		return b.Bytes()
+	}
+	forged := frame(wire.Status, `{"exit_code":0}`)
+	cases := []struct {
+		name     string
+		runtime  string
+		tamper   []byte
+		wantCode string // "" for the wrapper's own result
+	}{
+		{"no tampering", "runsc", nil, ""},
+		{"a forged whole status", "runsc", forged, ""},
+		{"a forged status that is not JSON", "runsc", frame(wire.Status, "exit 0"), ""},
+		{"forged output frames and status", "runsc", append(frame(wire.Stdout, "forged\n"), forged...), ""},
+		{"a header that swallows the wrapper's frames", "runsc", []byte{wire.Stdout, 0, 0, 0, 0, 0, 0x10, 0}, core.CodeStreamTampered},
+		{"a header of no frame type", "runsc", []byte{9, 9, 9, 9, 0, 0, 0, 1}, core.CodeStreamTampered},
+		{"half a header", "runsc", []byte{wire.Status, 0, 0}, core.CodeStreamTampered},
+		{"a status that is not JSON under runc", "", frame(wire.Status, "exit 0"), core.CodeInternal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.runtimes["runsc"] = system.RuntimeWithStatus{}
+			f.tamper = tc.tamper
+			f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) {
+				return "victim\n", "", wire.RunStatus{ExitCode: 7}
+			}
+			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
+			spec := testSpec()
+			spec.Runtime = tc.runtime
+			var out strings.Builder
+			res, err := m.Run(context.Background(), spec, Request{Lang: languages["sh"], Code: []byte("echo victim; exit 7"),
+				Timeout: 5 * time.Second, MaxOutput: 1 << 20, Stdout: &out})
+			if tc.wantCode == "" {
+				if err != nil || res.Status.ExitCode != 7 || !strings.HasSuffix(out.String(), "victim\n") {
+					t.Fatalf("err %v, status %+v, stdout %q: want the wrapper's exit 7 and output", err, res.Status, out.String())
+				}
+				return
+			}
+			e := core.AsError(err)
+			if e == nil || e.Code != tc.wantCode || e.Exit != 125 {
+				t.Fatalf("err %+v, status %+v: want %s", err, res.Status, tc.wantCode)
+			}
+			if res.Status.ExitCode == 0 && err == nil {
+				t.Fatalf("the forged status was reported")
+			}
+			if tc.name == "a header that swallows the wrapper's frames" && !strings.Contains(e.Message, "exited with 7") {
+				t.Errorf("message does not name the engine's exit code of the wrapper: %s", e.Message)
+			}
+		})
+	}
+}
+
+// The code sent is the code that runs: the helper gets its SHA-256 on the
+// command line, and a code that does not match it (other code of the
+// sandbox wrote into the run's stdin) ends the call with stream_tampered.
+func TestRunCodeSum(t *testing.T) {
+	f := newFake()
+	var cmds [][]string
+	f.helper = func(cmd []string, code, _ []byte) (string, string, wire.RunStatus) {
+		cmds = append(cmds, cmd)
+		return string(code), "", wire.RunStatus{}
+	}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
+	var out strings.Builder
+	if _, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Code: []byte("echo hi"), Timeout: time.Second, MaxOutput: 100, Stdout: &out}); err != nil || out.String() != "echo hi" {
+		t.Fatalf("err %v, out %q", err, out.String())
+	}
+	a, err := wire.ParseRunArgs(cmds[0][2:])
+	if sum := sha256.Sum256([]byte("echo hi")); err != nil || a.CodeSum != hex.EncodeToString(sum[:]) {
+		t.Fatalf("code sum %q (%v)", a.CodeSum, err)
+	}
+	// Another run writes into this run's stdin before the wrapper read
+	// its code: the code the helper gets is not the one sent.
+	f.injectCode = []byte("rm -rf ~")
+	cmds = nil
+	_, err = m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Code: []byte("echo hi"), Timeout: time.Second, MaxOutput: 100})
+	if e := core.AsError(err); e == nil || e.Code != core.CodeStreamTampered || e.Exit != 125 || !strings.Contains(e.Message, "not the code the plugin sent") {
+		t.Fatalf("%+v", err)
+	}
+	if len(cmds) != 0 {
+		t.Fatalf("the injected code ran: %q", cmds)
 	}
 }
 

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,12 +13,6 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
-
-// eventSource is the engine's event stream; the Engine a Manager is given
-// may lack it (the unit tests' fakes), and then a run is not watched.
-type eventSource interface {
-	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
-}
 
 // watchGrace is how long a run's stream may stay open after its container
 // died before the watch ends it. Under runc the engine ends an exec's
@@ -38,18 +33,14 @@ type runWatch struct {
 
 // watchRun starts watching the container ctrName; gone is called (once)
 // watchGrace after the container died, while the watch is on. Stop it with
-// end. A nil *runWatch (no event stream) reports nothing.
+// end. A nil *runWatch (not watched: the default runtime) reports nothing.
 func (m *Manager) watchRun(ctx context.Context, ctrName string, gone func()) *runWatch {
-	es, ok := m.Engine.(eventSource)
-	if !ok {
-		return nil
-	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &runWatch{stop: cancel}
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", ctrName),
 		filters.Arg("event", string(events.ActionOOM)), filters.Arg("event", string(events.ActionDie)),
 		filters.Arg("event", string(events.ActionDestroy)), filters.Arg("event", string(events.ActionKill)))
-	msgs, errs := es.Events(wctx, events.ListOptions{Filters: f})
+	msgs, errs := m.Engine.Events(wctx, events.ListOptions{Filters: f})
 	go func() {
 		var timer *time.Timer
 		defer func() {
@@ -212,6 +203,7 @@ type statusCheck struct {
 	execID     string
 	candidates []wire.RunStatus
 	waited     bool // the one grace wait for a running exec was spent
+	forged     int  // Status frames that were not JSON, or not confirmed
 }
 
 // fromWrapper reports whether the engine confirms st (the exec ended with
@@ -229,7 +221,25 @@ func (c *statusCheck) fromWrapper(ctx context.Context, st wire.RunStatus) bool {
 	if ended && code != st.ExitCode {
 		core.Debugf("a status frame said exit %d, the engine says %d: not the wrapper's", st.ExitCode, code)
 	}
+	if !ended || code != st.ExitCode {
+		c.forged++
+	}
 	return ended && code == st.ExitCode
+}
+
+// tampered is the error for a run whose stream carried bytes that were not
+// its wrapper's frames (a frame that does not parse, or a Status the engine
+// did not confirm) and ended without a status the engine confirms: other
+// code of the sandbox wrote into it (README: runc vs runsc). Nothing from
+// that stream is trusted; the engine's exit code of the wrapper is named
+// when it has one soon (a stream left unread can hold the wrapper up).
+func (c *statusCheck) tampered(ctx context.Context, runtime string) *core.Error {
+	ended, code, ok := c.exitCode(ctx, statusGrace)
+	exit := ""
+	if ok && ended {
+		exit = fmt.Sprintf("; the engine says the run's wrapper exited with %d", code)
+	}
+	return core.Errorf(core.CodeStreamTampered, "the run's output stream carried bytes that were not its wrapper's: under runtime %q other code of this sandbox (the same user) can write into a run's stream, so neither its output nor its status is trusted%s (keep concurrent callers apart with sessions or scopes)", runtime, exit)
 }
 
 // atEnd picks, when the stream ended, the last candidate the engine's

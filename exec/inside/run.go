@@ -1,6 +1,8 @@
 package inside
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +30,7 @@ type runOptions struct {
 	interps    []string
 	interpArgs []string
 	codeExt    string
+	codeSum    string
 	noCode     bool
 	timeout    time.Duration
 	maxOutput  int64
@@ -42,7 +45,7 @@ type runOptions struct {
 // arguments.
 func parseRunFlags(args []string) (runOptions, error) {
 	a, err := wire.ParseRunArgs(args)
-	return runOptions{interps: a.Interps, interpArgs: a.InterpArgs, codeExt: a.CodeExt, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
+	return runOptions{interps: a.Interps, interpArgs: a.InterpArgs, codeExt: a.CodeExt, codeSum: a.CodeSum, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
 		workdir: a.Workdir, spec: a.Spec, target: a.Target, args: a.Args}, err
 }
 
@@ -217,11 +220,14 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 
 	var codePath string
 	if !opts.noCode {
-		dir, path, err := receiveCode(os.Stdin, opts.codeExt)
+		dir, path, err := receiveCode(os.Stdin, opts.codeExt, opts.codeSum)
 		if dir != "" {
 			defer os.RemoveAll(dir)
 		}
 		if err != nil {
+			if errors.Is(err, errCodeTampered) {
+				return failure(125, wire.ErrStreamTampered, "sandbox-helper run: "+err.Error())
+			}
 			if errors.Is(err, errBadCode) {
 				return failure(125, wire.ErrBadRequest, "sandbox-helper run: "+err.Error())
 			}
@@ -252,12 +258,21 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 // errBadCode marks a malformed request on stdin (a bad header, short code).
 var errBadCode = errors.New("reading the code from stdin")
 
+// errCodeTampered marks a code whose SHA-256 is not the one on the command
+// line, or, with a sum given, a code header that does not parse: the plugin
+// sends a good one, so other bytes came first.
+var errCodeTampered = errors.New("the code on stdin is not the code the plugin sent")
+
 // receiveCode reads the code header and the code from r (unbuffered: the rest
 // of r is the program's stdin) and writes the code to a new private directory
 // under codeTempRoot. It returns the directory (to remove, even on error) and
-// the code file.
-func receiveCode(r io.Reader, ext string) (dir, path string, err error) {
+// the code file. A sum other than "" is the code's hex SHA-256, checked
+// before the code is used.
+func receiveCode(r io.Reader, ext, sum string) (dir, path string, err error) {
 	n, err := wire.ReadCodeHeader(r)
+	if err != nil && sum != "" && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return "", "", fmt.Errorf("%w (%v): other code of this sandbox wrote into the run's stdin; nothing ran", errCodeTampered, err)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %v", errBadCode, err)
 	}
@@ -273,7 +288,8 @@ func receiveCode(r io.Reader, ext string) (dir, path string, err error) {
 	if err != nil {
 		return dir, "", fmt.Errorf("creating the code file: %v", err)
 	}
-	written, err := io.CopyN(f, r, n)
+	h := sha256.New()
+	written, err := io.CopyN(io.MultiWriter(f, h), r, n)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return dir, "", fmt.Errorf("writing the code file: %v", cerr)
 	}
@@ -282,6 +298,9 @@ func receiveCode(r io.Reader, ext string) (dir, path string, err error) {
 			return dir, "", fmt.Errorf("%w: stdin ended after %d of %d bytes of code", errBadCode, written, n)
 		}
 		return dir, "", fmt.Errorf("receiving the code: %v", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); sum != "" && got != sum {
+		return dir, "", fmt.Errorf("%w (its SHA-256 is %s, want %s): other code of this sandbox wrote into the run's stdin; nothing ran", errCodeTampered, got, sum)
 	}
 	return dir, path, nil
 }

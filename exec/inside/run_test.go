@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -360,6 +361,41 @@ func TestRunCodeFile(t *testing.T) {
 			t.Errorf("%s: code directory still there after the run: %v", tc.name, err)
 			os.RemoveAll(filepath.Dir(path))
 		}
+	}
+}
+
+// A code whose SHA-256 is not the one on the command line (another run of
+// the sandbox wrote into this run's stdin, as gVisor allows) is refused
+// with stream_tampered, and nothing of it runs; the code that matches runs.
+func TestRunCodeSum(t *testing.T) {
+	t.Parallel()
+	canary := filepath.Join(t.TempDir(), "ran")
+	code := "touch " + canary + "; echo ran"
+	sum := sha256.Sum256([]byte(code))
+	good := hex.EncodeToString(sum[:])
+	injected := "echo injected > " + canary
+	r := runHelper(t, codeStdin(injected, nil), nil, shArgs("10s", "1000", []string{"--code-sha256", good})...)
+	if r.status.ExitCode != 125 || r.status.ErrorCode != wire.ErrStreamTampered || r.exitCode != 125 || len(r.stdout)+len(r.stderr) != 0 {
+		t.Errorf("injected code: status %+v, helper exit %d, output %q %q", r.status, r.exitCode, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(canary); !os.IsNotExist(err) {
+		t.Fatalf("the injected code ran: %v", err)
+	}
+	// Bytes written before the plugin's header make a header over the
+	// code limit.
+	r = runHelper(t, append([]byte("\x03\x00\x00\x00\x00\x00\x00\x0f{}"), codeStdin(code, nil)...), nil, shArgs("10s", "1000", []string{"--code-sha256", good})...)
+	if r.status.ExitCode != 125 || r.status.ErrorCode != wire.ErrStreamTampered || len(r.stdout)+len(r.stderr) != 0 {
+		t.Errorf("bytes before the header: status %+v, output %q %q", r.status, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(canary); !os.IsNotExist(err) {
+		t.Fatalf("code ran after a bad header: %v", err)
+	}
+	r = runHelper(t, codeStdin(code, nil), nil, shArgs("10s", "1000", []string{"--code-sha256", good})...)
+	if r.status.ExitCode != 0 || string(r.stdout) != "ran\n" {
+		t.Errorf("matching code: status %+v, stdout %q", r.status, r.stdout)
+	}
+	if _, err := os.Stat(canary); err != nil {
+		t.Errorf("the matching code did not run: %v", err)
 	}
 }
 

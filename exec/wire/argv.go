@@ -92,8 +92,12 @@ type RunArgs struct {
 	// InterpArgs follow the interpreter, before the code file and Args
 	// (a configured language's interpreter = ["awk", "-f"]).
 	InterpArgs []string
-	CodeExt    string   // extension of the code file, with its dot
-	Args       []string // the program's arguments
+	CodeExt    string // extension of the code file, with its dot
+	// CodeSum is the hex SHA-256 of the code: a code on stdin that does not
+	// match is refused (ErrStreamTampered), as other code of the sandbox
+	// can write into a run's stdin under gVisor.
+	CodeSum string
+	Args    []string // the program's arguments
 }
 
 // Argv is run's command line.
@@ -116,6 +120,9 @@ func (a RunArgs) Argv() []string {
 	if a.CodeExt != "" {
 		argv = append(argv, "--code-ext", a.CodeExt)
 	}
+	if a.CodeSum != "" {
+		argv = append(argv, "--code-sha256", a.CodeSum)
+	}
 	argv = append(argv, "--")
 	return append(argv, a.Args...)
 }
@@ -131,6 +138,7 @@ func ParseRunArgs(args []string) (RunArgs, error) {
 		return nil
 	})
 	fs.StringVar(&a.CodeExt, "code-ext", "", "extension of the code file, e.g. .py")
+	fs.StringVar(&a.CodeSum, "code-sha256", "", "hex SHA-256 the code on stdin must have")
 	fs.BoolVar(&a.NoCode, "no-code", false, "no code header on stdin: run INTERP ARGS... with raw stdin")
 	fs.DurationVar(&a.Timeout, "timeout", 0, "kill the program after this long (required)")
 	fs.Int64Var(&a.MaxOutput, "max-output", 0, "cap on each of stdout and stderr, in bytes (required)")
@@ -159,6 +167,8 @@ func ParseRunArgs(args []string) (RunArgs, error) {
 		return a, errors.New("--max-output is required and must be > 0")
 	case a.Workdir != "" && !filepath.IsAbs(a.Workdir):
 		return a, fmt.Errorf("--workdir must be absolute, got %q", a.Workdir)
+	case a.CodeSum != "" && !isSHA256Hex(a.CodeSum):
+		return a, fmt.Errorf("--code-sha256 %q is not 64 lowercase hex digits", a.CodeSum)
 	case strings.ContainsAny(a.CodeExt, "/\x00"):
 		return a, fmt.Errorf("--code-ext %q must not contain a slash", a.CodeExt)
 	}
@@ -282,4 +292,17 @@ func ParseFSArgs(args []string) (FSArgs, error) {
 		return FSArgs{Target: args[1], Args: args[2:]}, nil
 	}
 	return FSArgs{Args: args}, nil
+}
+
+// isSHA256Hex reports whether s is 64 lowercase hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -61,6 +61,8 @@ func TestParseRunArgs(t *testing.T) {
 		"relative workdir":  {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--workdir", "w"},
 		"slash in code-ext": {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--code-ext", "./x"},
 		"unknown flag":      {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "-c", "x"},
+		"short code sum":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--code-sha256", "abc"},
+		"upper code sum":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--code-sha256", strings.Repeat("A", 64)},
 	} {
 		if a, err := ParseRunArgs(args); err == nil {
 			t.Errorf("%s: accepted as %+v", name, a)
@@ -154,7 +156,7 @@ func roundTrip(t *testing.T, verb string, args []string) {
 func TestArgvRoundTrip(t *testing.T) {
 	for _, argv := range [][]string{
 		InitArgs{IdleTTL: time.Second, MaxLifetime: time.Hour, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
-		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Interps: []string{"a", "b"}, CodeExt: ".py", Args: []string{"--", "-x", ""}}.Argv(),
+		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Interps: []string{"a", "b"}, CodeExt: ".py", CodeSum: strings.Repeat("0f", 32), Args: []string{"--", "-x", ""}}.Argv(),
 		RunArgs{NoCode: true, Timeout: 1, MaxOutput: 1, Interps: []string{"sh"}}.Argv(),
 		RunArgs{Timeout: 1, MaxOutput: 1, Interps: []string{"awk"}, InterpArgs: []string{"-f", "", "--", "a,b"}, CodeExt: ".awk", Args: []string{"x"}}.Argv(),
 		SignalArgs{Token: "-t"}.Argv(),
@@ -174,6 +176,7 @@ func FuzzParseArgv(f *testing.F) {
 	for _, argv := range [][]string{
 		InitArgs{IdleTTL: time.Second, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
 		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Interps: []string{"a"}, CodeExt: ".py", Args: []string{"x"}}.Argv(),
+		RunArgs{Timeout: time.Minute, MaxOutput: 9, Interps: []string{"a"}, CodeSum: strings.Repeat("a9", 32)}.Argv(),
 		RunArgs{Timeout: time.Second, MaxOutput: 1, Interps: []string{"awk"}, InterpArgs: []string{"-f"}, Args: []string{"x"}}.Argv(),
 		{VerbRun, "--interp", " a, ,b", "--code-ext", "py", "-timeout=1s", "--max-output=3", "--no-code", "x", "-y"},
 		SignalArgs{Token: "t"}.Argv(),

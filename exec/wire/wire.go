@@ -67,6 +67,10 @@ const (
 	// ErrLifetime: the sandbox reached its max lifetime while the run was
 	// going; the program was killed and the sandbox removed.
 	ErrLifetime = "lifetime_reached"
+	// ErrStreamTampered: the code on stdin is not the code the plugin sent
+	// (its SHA-256 differs): other code of the sandbox wrote into the run's
+	// stdin (gVisor); nothing ran.
+	ErrStreamTampered = "stream_tampered"
 )
 
 // RunStatus ends every `sandbox-helper run`.
@@ -84,38 +88,54 @@ type RunStatus struct {
 
 // FrameWriter writes frames; it is safe for concurrent use.
 type FrameWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
 }
 
 // NewFrameWriter returns a FrameWriter on w.
 func NewFrameWriter(w io.Writer) *FrameWriter { return &FrameWriter{w: w} }
 
-// WriteFrame writes p as one or more frames of type typ.
+// PipeAtomic is PIPE_BUF on Linux: a write of at most this many bytes to a
+// pipe lands whole, never interleaved with other writers' writes.
+const PipeAtomic = 4096
+
+// writeChunk is the largest output payload one frame carries, so that a
+// frame is one write of at most PipeAtomic bytes.
+const writeChunk = PipeAtomic - 8
+
+// WriteFrame writes p as frames of type typ, each with one write. Output
+// (Stdout, Stderr) is cut into frames of at most PipeAtomic bytes, header
+// included: under a runtime that lets other code of the sandbox open the
+// wrapper's stdout (gVisor, see statusCheck in package exec), that code's
+// writes of whole frames then land between the wrapper's frames, never
+// inside one, and the reader can judge them as frames. A Status or Started
+// is always one frame.
 func (fw *FrameWriter) WriteFrame(typ byte, p []byte) error {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	chunk := MaxFrame
+	if typ == Stdout || typ == Stderr {
+		chunk = writeChunk
+	}
 	for {
-		n := len(p)
-		if n > MaxFrame {
-			n = MaxFrame
-		}
-		var hdr [8]byte
-		hdr[0] = typ
-		binary.BigEndian.PutUint32(hdr[4:], uint32(n))
-		if _, err := fw.w.Write(hdr[:]); err != nil {
+		n := min(len(p), chunk)
+		fw.buf = appendFrame(fw.buf[:0], typ, p[:n])
+		if _, err := fw.w.Write(fw.buf); err != nil {
 			return err
-		}
-		if n > 0 {
-			if _, err := fw.w.Write(p[:n]); err != nil {
-				return err
-			}
 		}
 		p = p[n:]
 		if len(p) == 0 {
 			return nil
 		}
 	}
+}
+
+// appendFrame appends the frame of typ carrying p to dst.
+func appendFrame(dst []byte, typ byte, p []byte) []byte {
+	dst = append(dst, typ, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(p)))
+	return append(dst, p...)
 }
 
 // ErrBadFrame reports a malformed frame.

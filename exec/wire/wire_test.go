@@ -33,10 +33,49 @@ func TestFramesRoundTrip(t *testing.T) {
 		}
 		got = append(got, frame{typ, len(p)})
 	}
-	want := []frame{{Stdout, 5}, {Stderr, 0}, {Stdout, MaxFrame}, {Stdout, 10}, {Status, 15}}
+	want := []frame{{Stdout, 5}, {Stderr, 0}}
+	for n := MaxFrame + 10; n > 0; n -= writeChunk {
+		want = append(want, frame{Stdout, min(n, writeChunk)})
+	}
+	want = append(want, frame{Status, 15})
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
+}
+
+// Every frame is one write, and output frames are writes of at most
+// PipeAtomic bytes (a pipe never interleaves other writers' writes into
+// them).
+func TestFrameWritesAtomic(t *testing.T) {
+	var w writeLog
+	fw := NewFrameWriter(&w)
+	_ = fw.WriteFrame(Stdout, bytes.Repeat([]byte("o"), 3*PipeAtomic+1))
+	_ = fw.WriteFrame(Stderr, bytes.Repeat([]byte("e"), PipeAtomic-8))
+	_ = fw.WriteFrame(Started, nil)
+	_ = fw.WriteFrame(Status, bytes.Repeat([]byte("s"), 2*PipeAtomic))
+	var sizes []int
+	for _, b := range w {
+		sizes = append(sizes, len(b))
+	}
+	want := []int{PipeAtomic, PipeAtomic, PipeAtomic, 8 + 3*PipeAtomic + 1 - 3*writeChunk, PipeAtomic, 8, 8 + 2*PipeAtomic}
+	if diff := cmp.Diff(want, sizes); diff != "" {
+		t.Fatalf("write sizes (-want +got):\n%s", diff)
+	}
+	fr := NewFrameReader(bytes.NewReader(bytes.Join(w, nil)))
+	for _, b := range w {
+		typ, p, err := fr.Next()
+		if err != nil || typ != b[0] || !bytes.Equal(p, b[8:]) {
+			t.Fatalf("frame %d %q: %v", typ, p, err)
+		}
+	}
+}
+
+// writeLog keeps each write as it came.
+type writeLog [][]byte
+
+func (w *writeLog) Write(p []byte) (int, error) {
+	*w = append(*w, bytes.Clone(p))
+	return len(p), nil
 }
 
 func TestFrameReaderRejectsGarbage(t *testing.T) {
@@ -79,8 +118,7 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		fr := NewFrameReader(bytes.NewReader(in))
-		var again bytes.Buffer
-		fw := NewFrameWriter(&again)
+		var again []byte
 		consumed := 0
 		for i := 0; i < 1000; i++ {
 			typ, p, err := fr.Next()
@@ -90,13 +128,11 @@ func FuzzFrameReader(f *testing.F) {
 			if typ < Stdout || typ > Started || len(p) > MaxFrame {
 				t.Fatalf("bad frame %d %d", typ, len(p))
 			}
-			if err := fw.WriteFrame(typ, p); err != nil {
-				t.Fatal(err)
-			}
+			again = appendFrame(again, typ, p)
 			consumed += 8 + len(p)
 		}
-		if consumed > len(in) || !bytes.Equal(again.Bytes(), in[:min(consumed, len(in))]) {
-			t.Fatalf("frames read from %x re-encode to %x", in[:min(consumed, len(in))], again.Bytes())
+		if consumed > len(in) || !bytes.Equal(again, in[:min(consumed, len(in))]) {
+			t.Fatalf("frames read from %x re-encode to %x", in[:min(consumed, len(in))], again)
 		}
 	})
 }
