@@ -389,6 +389,12 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 	for frames := 0; ; frames++ {
 		typ, p, err := fr.Next()
 		if err != nil {
+			if frames == 0 && errors.Is(err, wire.ErrBadFrame) && req.otherRuntime && vs.processStarted(ctx) {
+				// The wrapper's process started, so these bytes are not
+				// the engine's: other code wrote first (statusCheck).
+				pr.CloseWithError(err)
+				return st, vs.tampered(ctx, req.runtime)
+			}
 			if frames == 0 && errors.Is(err, wire.ErrBadFrame) {
 				// Not the helper's framing: the engine could not start
 				// the exec and wrote its reason into the stream instead

@@ -58,8 +58,13 @@ type fakeEngine struct {
 	// helper answers one exec: it gets the code and stdin, returns frames.
 	helper func(cmd []string, code []byte, stdin []byte) (stdout, stderr string, st wire.RunStatus)
 	// tamper: bytes other code of the sandbox writes into a run's stream
-	// after Started (as gVisor allows through /proc/PID/fd), one write.
-	tamper []byte
+	// after Started (as gVisor allows through /proc/PID/fd), one write;
+	// before it with tamperFirst.
+	tamper      []byte
+	tamperFirst bool
+	// noStdin: the program reads no stdin (the fake helper does not wait
+	// for the plugin's end of stdin, which follows Started).
+	noStdin bool
 	// injectCode replaces the code the helper reads (another run wrote
 	// into the run's stdin).
 	injectCode []byte
@@ -170,11 +175,17 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 			_ = fw.WriteFrame(wire.Status, b)
 			return
 		}
+		f.mu.Lock()
+		tamper, first := f.tamper, f.tamperFirst
+		f.mu.Unlock()
+		if tamper != nil && first {
+			_, _ = w.Write(tamper)
+			tamper = nil
+		}
 		if err := fw.WriteFrame(wire.Started, nil); err != nil {
 			return
 		}
 		f.mu.Lock()
-		tamper := f.tamper
 		if f.injectCode != nil {
 			code = f.injectCode
 		}
@@ -182,7 +193,12 @@ func (f *fakeEngine) ContainerExecAttach(ctx context.Context, id string, _ conta
 		if tamper != nil {
 			_, _ = w.Write(tamper)
 		}
-		stdin := readUntilMarker(server)
+		var stdin []byte
+		if f.noStdin {
+			go func() { _, _ = io.Copy(io.Discard, server) }()
+		} else {
+			stdin = readUntilMarker(server)
+		}
 		var out, errs string
 		var st wire.RunStatus
 		if got := sha256.Sum256(code); !noCode && sum != hex.EncodeToString(got[:]) {
@@ -233,7 +249,7 @@ func (f *fakeEngine) ContainerExecInspect(ctx context.Context, id string) (conta
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	code, ended := f.exits[id]
-	return container.ExecInspect{ExecID: id, Running: !ended, ExitCode: code}, nil
+	return container.ExecInspect{ExecID: id, Running: !ended, ExitCode: code, Pid: 4242}, nil
 }
 
 func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
@@ -543,22 +559,25 @@ func TestRunTamperedStream(t *testing.T) {
 		name     string
 		runtime  string
 		tamper   []byte
+		first    bool   // written before the wrapper's first frame
 		wantCode string // "" for the wrapper's own result
 	}{
-		{"no tampering", "runsc", nil, ""},
-		{"a forged whole status", "runsc", forged, ""},
-		{"a forged status that is not JSON", "runsc", frame(wire.Status, "exit 0"), ""},
-		{"forged output frames and status", "runsc", append(frame(wire.Stdout, "forged\n"), forged...), ""},
-		{"a header that swallows the wrapper's frames", "runsc", []byte{wire.Stdout, 0, 0, 0, 0, 0, 0x10, 0}, core.CodeStreamTampered},
-		{"a header of no frame type", "runsc", []byte{9, 9, 9, 9, 0, 0, 0, 1}, core.CodeStreamTampered},
-		{"half a header", "runsc", []byte{wire.Status, 0, 0}, core.CodeStreamTampered},
-		{"a status that is not JSON under runc", "", frame(wire.Status, "exit 0"), core.CodeInternal},
+		{"a header before the wrapper's first frame", "runsc", []byte{wire.Stdout, 0, 0, 0, 0, 0, 0x10, 0}, true, core.CodeStreamTampered},
+		{"a forged status before the wrapper's first frame", "runsc", forged, true, ""},
+		{"no tampering", "runsc", nil, false, ""},
+		{"a forged whole status", "runsc", forged, false, ""},
+		{"a forged status that is not JSON", "runsc", frame(wire.Status, "exit 0"), false, ""},
+		{"forged output frames and status", "runsc", append(frame(wire.Stdout, "forged\n"), forged...), false, ""},
+		{"a header that swallows the wrapper's frames", "runsc", []byte{wire.Stdout, 0, 0, 0, 0, 0, 0x10, 0}, false, core.CodeStreamTampered},
+		{"a header of no frame type", "runsc", []byte{9, 9, 9, 9, 0, 0, 0, 1}, false, core.CodeStreamTampered},
+		{"half a header", "runsc", []byte{wire.Status, 0, 0}, false, core.CodeStreamTampered},
+		{"a status that is not JSON under runc", "", frame(wire.Status, "exit 0"), false, core.CodeInternal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
 			f.runtimes["runsc"] = system.RuntimeWithStatus{}
-			f.tamper = tc.tamper
+			f.tamper, f.tamperFirst, f.noStdin = tc.tamper, tc.first, true
 			f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) {
 				return "victim\n", "", wire.RunStatus{ExitCode: 7}
 			}

@@ -257,6 +257,14 @@ func (c *statusCheck) atEnd(ctx context.Context) (wire.RunStatus, bool) {
 	return wire.RunStatus{}, false
 }
 
+// processStarted reports whether the engine started the exec's process (it
+// has a PID): a stream whose first bytes are not the helper's frames then
+// was written to by other code, not by the engine refusing the exec.
+func (c *statusCheck) processStarted(ctx context.Context) bool {
+	ins, err := c.m.Engine.ContainerExecInspect(ctx, c.execID)
+	return err == nil && ins.Pid > 0
+}
+
 // exitCode polls the exec until it ended or wait passed.
 func (c *statusCheck) exitCode(ctx context.Context, wait time.Duration) (ended bool, code int, ok bool) {
 	deadline := time.Now().Add(wait)

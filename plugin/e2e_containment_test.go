@@ -283,7 +283,7 @@ except OSError as e:
 deadline = time.time() + 8
 while time.time() < deadline:
     for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) in (1, os.getpid()):
+        if not p.isdigit() or int(p) in (1, os.getpid(), os.getppid()):  # not its own wrapper
             continue
         try:
             cmd = open("/proc/%s/cmdline" % p, "rb").read()
