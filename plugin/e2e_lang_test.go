@@ -89,6 +89,19 @@ func TestLangConfiguredRuns(t *testing.T) {
 	if j := decodeExec(t, r); j.Lang != "awk" {
 		t.Errorf("JSON of an .awk file: lang %q\n%s", j.Lang, r)
 	}
+	// default_lang may name a configured language (here from the
+	// environment, the table from the user file); one no layer configures
+	// is refused before anything runs.
+	r = sbRun(t, run{env: append(env, "DOCKER_SANDBOX_DEFAULT_LANG=perl"), args: []string{"exec", "-s", scope, "-c", `print "default perl\n"`}})
+	wantCode(t, r, 0)
+	if r.Stdout != "default perl\n" {
+		t.Errorf("default_lang = perl: stdout %q\n%s", r.Stdout, r)
+	}
+	r = sbRun(t, run{env: append(env, "DOCKER_SANDBOX_DEFAULT_LANG=ruby"), args: []string{"exec", "-s", scope, "--format", "json", "-c", "puts 1"}})
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "bad_config" || !strings.Contains(e.Error.Message, "DOCKER_SANDBOX_DEFAULT_LANG") {
+		t.Errorf("default_lang = ruby: %+v", e)
+	}
 	// A timeout ends the program: 124.
 	r = exec("", "--timeout", "2s", "--lang", "perl", "-c", "sleep 60")
 	wantCode(t, r, 124)

@@ -380,7 +380,19 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "bad language",
 			user: "default_lang = \"ruby\"\n",
-			want: `config: {user}:1: key "default_lang": "ruby" is not a language (use python, node, bash or sh)`,
+			want: `config: {user}:1: key "default_lang": "ruby" is not a language (use python, node, bash, sh or the name of a [lang.NAME] table)`,
+		},
+		{
+			name:       "a language that is not configured",
+			user:       "[lang.perl]\ninterpreter = [\"perl\"]\n",
+			project:    "default_lang = \"ruby\"\n",
+			want:       `config: {project}:1: key "default_lang": "ruby" is not a language (use python, node, bash, sh or the name of a [lang.NAME] table)`,
+			wantSource: Source{Kind: KindProject},
+		},
+		{
+			name: "a language name that cannot be one",
+			user: "default_lang = \"a/b\"\n",
+			want: `config: {user}:1: key "default_lang": "a/b" is not a language (use python, node, bash, sh or the name of a [lang.NAME] table)`,
 		},
 		{
 			name: "bad scope name",
@@ -562,7 +574,7 @@ func TestSet(t *testing.T) {
 		{key: "cpus", value: "Inf", flag: "--cpus", wantErr: `invalid value "Inf" for --cpus: must be at most 64`},
 		{key: "max_output", value: "2g", flag: "--max-output", wantErr: `invalid value "2g" for --max-output: must be at most 1GiB`},
 		{key: "default_scope", value: "a/b", flag: "s", wantErr: `invalid value "a/b" for -s: not a valid scope name`},
-		{key: "default_lang", value: "ruby", flag: "--lang", wantErr: `invalid value "ruby" for --lang: not a language (use python, node, bash or sh)`},
+		{key: "default_lang", value: "a/b", flag: "--lang", wantErr: `invalid value "a/b" for --lang: not a language (use python, node, bash, sh or the name of a [lang.NAME] table)`},
 		{key: "network", value: " ", flag: "--network", wantErr: `invalid value " " for --network: must not be empty`},
 		{key: "bogus", value: "1", flag: "--bogus", wantErr: `--bogus: unknown configuration key "bogus" (known keys: default_scope,`},
 	}

@@ -344,20 +344,21 @@ func validName(s string) *problem {
 	return nil
 }
 
-// Languages are the accepted values of default_lang ("" means sh).
+// Languages are the built-in values of default_lang ("" means sh); the
+// name of a [lang.NAME] table of the configuration is one too.
 var Languages = []string{"python", "node", "bash", "sh"}
 
+// validLang accepts a built-in language or a name a [lang.NAME] table may
+// have; that such a table exists is checked once every layer is read
+// (validateLangs), since it may come from another file.
 func validLang(s string) *problem {
-	if s == "" {
+	if s == "" || slices.Contains(Languages, s) || checkLangName(s) == nil {
 		return nil
 	}
-	for _, l := range Languages {
-		if s == l {
-			return nil
-		}
-	}
-	return &problem{pred: "is not a language (use python, node, bash or sh)"}
+	return &problem{pred: notALanguage}
 }
+
+const notALanguage = "is not a language (use python, node, bash, sh or the name of a [lang.NAME] table)"
 
 func anyString(string) *problem { return nil }
 

@@ -134,12 +134,18 @@ func (f *fileApply) applyLang(k []string) error {
 	return nil
 }
 
-// validateLangs checks that each configured language has an interpreter.
+// validateLangs checks that each configured language has an interpreter,
+// and that default_lang names a built-in or configured language.
 func (c *Config) validateLangs() error {
 	for _, n := range slices.Sorted(maps.Keys(c.Langs)) {
 		l := c.Langs[n]
 		if len(l.Interpreter) == 0 {
 			return valueError(langTable+"."+n, l.Source, "", &problem{pred: `needs interpreter = ["PROGRAM", ...]`, bare: true})
+		}
+	}
+	if d := c.DefaultLang; d != "" && !slices.Contains(Languages, d) {
+		if _, ok := c.Langs[d]; !ok {
+			return valueError("default_lang", c.Source("default_lang"), strconvQuote(d), &problem{pred: notALanguage})
 		}
 	}
 	return nil
