@@ -854,11 +854,18 @@ func TestLifecyclePrune(t *testing.T) {
 // contains its trigger. It returns the output and the exit code.
 func lcShell(t *testing.T, runID string, rows, cols int, args string, steps [][2]string) (string, int) {
 	t.Helper()
+	return ptyShell(t, lcEnv(runID), "", rows, cols, args, steps)
+}
+
+// ptyShell runs `docker GLOBAL sandbox shell ARGS` with env added, as
+// lcShell does.
+func ptyShell(t *testing.T, env []string, global string, rows, cols int, args string, steps [][2]string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	inner := fmt.Sprintf("stty rows %d cols %d; exec docker sandbox shell %s", rows, cols, args)
+	inner := fmt.Sprintf("stty rows %d cols %d; exec docker %s sandbox shell %s", rows, cols, global, args)
 	cmd := osexec.CommandContext(ctx, "script", "-qefc", inner, "/dev/null")
-	cmd.Env = append(os.Environ(), lcEnv(runID)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = t.TempDir()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

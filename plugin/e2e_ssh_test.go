@@ -310,3 +310,56 @@ func TestSSHHostAndEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestSSHEgress: a proxy-mode exec through the ssh context. The sandbox
+// joins its scope's network on the engine behind ssh and reaches the
+// allowed upstream through the sidecar; a host the policy does not grant is
+// the proxy's 403; `egress status` and `egress logs` answer over ssh too.
+func TestSSHEgress(t *testing.T) {
+	f := needSSH(t)
+	eg := egSetup(t)
+	scope := newScope(t)
+	script := fmt.Sprintf(`curl -sS http://%s/hello
+curl -s -o /dev/null -w 'denied http %%{http_code}\n' http://denied.test/hello
+`, egUpName)
+	f.viaSSH(t, func() {
+		r := f.sbArgs(t, append(append([]string{"exec"}, egPolicyArgs(eg, scope)...), "--lang", "sh", "-c", script)...)
+		wantStdout(t, r, "hello from upstream, host "+egUpName+"\ndenied http 403\n")
+	})
+	f.viaSSH(t, func() {
+		r := f.sbArgs(t, "egress", "status", "--format", "json")
+		wantCode(t, r, 0)
+		var st struct {
+			Running         bool   `json:"running"`
+			OutboundNetwork string `json:"outbound_network"`
+		}
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || !st.Running || st.OutboundNetwork != eg.outNet {
+			t.Fatalf("egress status over ssh: %+v %v\n%s", st, err, r)
+		}
+	})
+	f.viaSSH(t, func() {
+		r := f.sbArgs(t, "egress", "logs", "-s", scope, "--format", "json")
+		wantCode(t, r, 0)
+		if !strings.Contains(r.Stdout, egUpName) || !strings.Contains(r.Stdout, "denied.test") {
+			t.Fatalf("egress logs over ssh lack the two requests:\n%s", r)
+		}
+	})
+	egCheckUpstream(t, eg)
+}
+
+// TestSSHShell: `shell` through the ssh context: an interactive shell on a
+// pseudo-terminal of the given size, in the sandbox on the engine behind
+// ssh, whose exit code is the shell's.
+func TestSSHShell(t *testing.T) {
+	f := needSSH(t)
+	scope := newScope(t)
+	wantCode(t, f.sbArgs(t, "exec", "-s", scope, "-c", "echo made > /opt/workspace/ssh-shell"), 0)
+	f.viaSSH(t, func() {
+		out, code := ptyShell(t, f.env, "--context "+sshContextName, 33, 101, scope, [][2]string{
+			{"$ ", "stty size; cat /opt/workspace/ssh-shell; exit 5\n"},
+		})
+		if code != 5 || !strings.Contains(out, "33 101") || !strings.Contains(out, "made") {
+			t.Fatalf("shell over ssh: exit %d\n%s", code, out)
+		}
+	})
+}
