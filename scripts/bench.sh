@@ -19,6 +19,11 @@
 #      (daemon.json and a reload, undone after): DOCKER_SANDBOX_TEST_PASS=runsc-bench
 #      DOCKER_SANDBOX_RUNSC_BENCH_CMD='bash scripts/bench.sh' go test -v -count=1
 #      -timeout 60m -run '^$' ./plugin/ (also for scripts/bench-cp.sh).
+#   5. with --ssh: warm exec over ssh (the tests' ssh fixture, scripts/ssh-fixture.sh:
+#      Debian's sshd on a loopback port reaching this engine): `docker -H ssh://...
+#      sandbox exec` and `DOCKER_HOST=ssh://... bin/docker-sandbox exec` vs `docker -H
+#      ssh://... exec -i` into the same container; N as in 1. No target (issue 11's
+#      persistent channel aims at <= 0.5x). Needs root and openssh-server.
 # The commands of a benchmark run interleaved (A B A B ...), so that the load of
 # a shared machine hits them alike; still, on a busy machine run it more than
 # once. Times are wall-clock around the whole command (scripts/bench/main.go).
@@ -42,14 +47,16 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,36s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,41s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
 N=""
 JSON_OUT=""
+SSH_BENCH=""
 while (($# > 0)); do
 	case "$1" in
+	--ssh) SSH_BENCH=1; shift ;;
 	--n)
 		(($# >= 2)) || usage 2
 		N="$2"
@@ -140,6 +147,7 @@ cleanup() {
 		docker sandbox rm "$WARM_SCOPE" $(first_scopes) >/dev/null 2>&1
 		sweep
 	fi
+	[[ -z "$SSH_BENCH" ]] || ssh_fixture_stop
 	[[ -z "$PRIVATE_CONFIG" ]] || rm -rf "$PRIVATE_CONFIG"
 	[[ -z "$WORK" ]] || rm -rf "$WORK"
 	if ((rc == 130 || rc == 143)); then
@@ -154,6 +162,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 need_go_and_engine
+if [[ -n "$SSH_BENCH" ]]; then
+	# shellcheck source=scripts/ssh-fixture.sh
+	. scripts/ssh-fixture.sh
+fi
 
 # 1. Build the plugin and the benchmark program.
 bash scripts/build.sh
@@ -235,6 +247,22 @@ else
 	log "no gVisor runtime on the engine: no runsc rows (register one, or set DOCKER_SANDBOX_BENCH_RUNSC)"
 fi
 
+# 6. Over ssh (--ssh): the tests' fixture, its ssh first on PATH.
+SSH_ARGS=()
+if [[ -n "$SSH_BENCH" ]]; then
+	ssh_fixture_start "$RUN_ID" || die "starting the ssh fixture failed (needs root and openssh-server)"
+	export PATH="$DOCKER_SANDBOX_TEST_SSH_PATH:$PATH"
+	SSH_URI="$DOCKER_SANDBOX_TEST_SSH"
+	log "ssh endpoint: $SSH_URI"
+	docker -H "$SSH_URI" exec -i "$WARM_CONTAINER" true </dev/null || die "docker -H $SSH_URI exec failed"
+	SSH_ARGS=(
+		-group "warm exec over ssh" -n "$N_WARM" -warmup "$WARMUP_WARM"
+		-anchor "docker -H ssh:// exec -i" -cmd "$(q docker -H "$SSH_URI" exec -i "$WARM_CONTAINER" true)"
+		-case "warm exec over ssh (docker CLI)" -cmd "$(q docker -H "$SSH_URI" sandbox exec -s "$WARM_SCOPE" -c true)"
+		-case "warm exec over ssh (standalone)" -cmd "$(q env DOCKER_HOST="$SSH_URI" "$STANDALONE" exec -s "$WARM_SCOPE" -c true)"
+	)
+fi
+
 # In the background, so that a TERM sent to this script alone (timeout(1))
 # runs the cleanup at once; the cleanup stops the program first.
 "$WORK/bench" "${JSON_ARGS[@]}" \
@@ -249,7 +277,7 @@ fi
 	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
 	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" \
-	"${RUNSC_ARGS[@]}" &
+	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
 wait "$BENCH_PID" || rc=$?
