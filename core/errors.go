@@ -16,10 +16,13 @@ const (
 	CodeImageBuildFailed   = "image_build_failed"
 	CodeBadImage           = "bad_image"
 	CodeRuntimeUnavailable = "runtime_unavailable"
-	CodeLimitReached       = "limit_reached"
-	CodeScopeBusy          = "scope_busy"
-	CodeSandboxMismatch    = "sandbox_mismatch"
-	CodeSandboxGone        = "sandbox_gone"
+	// CodeEngineUnsupported: the engine cannot enforce a setting every
+	// sandbox has (a limit its cgroups lack); nothing was created.
+	CodeEngineUnsupported = "engine_unsupported"
+	CodeLimitReached      = "limit_reached"
+	CodeScopeBusy         = "scope_busy"
+	CodeSandboxMismatch   = "sandbox_mismatch"
+	CodeSandboxGone       = "sandbox_gone"
 	// CodeWrapperLost: the exec's wrapper was killed or stopped (by code in
 	// the sandbox) before it reported; every process of the run is killed.
 	CodeWrapperLost = "wrapper_lost"

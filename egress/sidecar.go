@@ -442,6 +442,13 @@ func serveArgs(s Settings, nets []network.Summary) proxy.ServeArgs {
 
 // create makes the sidecar container and starts it.
 func (m *Manager) create(ctx context.Context, s Settings) error {
+	info, err := m.Engine.Info(ctx)
+	if err != nil {
+		return core.EngineError(err, "cannot read the engine's architecture")
+	}
+	if err := sbexec.CheckEngineLimits(info, "egress sidecar", false); err != nil {
+		return err
+	}
 	out, err := m.Engine.NetworkInspect(ctx, s.OutboundNetwork, network.InspectOptions{})
 	if err != nil {
 		if notFound(err) {
@@ -457,10 +464,6 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 	}
 	if _, err := m.dataVolume(ctx); err != nil {
 		return err
-	}
-	info, err := m.Engine.Info(ctx)
-	if err != nil {
-		return core.EngineError(err, "cannot read the engine's architecture")
 	}
 	ref, _, err := m.Images.EnsureHelper(ctx, info.Architecture, !sbexec.ExecOnlyRuntime(info, ""))
 	if err != nil {
@@ -511,6 +514,10 @@ func (m *Manager) create(ctx context.Context, s Settings) error {
 			return err
 		}
 		return core.EngineError(err, "cannot create the egress sidecar")
+	}
+	if w := sbexec.DiscardedSetting(resp); w != "" {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+		return core.Errorf(core.CodeEngineUnsupported, "the engine created the egress sidecar without a setting it asked for (%s); it was removed: use an engine that enforces the sidecar's limits", w)
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})

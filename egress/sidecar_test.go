@@ -41,6 +41,7 @@ type fakeEngine struct {
 	removed    []string
 	created    []string
 	stdin      [][]byte
+	noLimits   bool // Info: an engine that enforces no cgroup limits (rootless on cgroup v1)
 }
 
 func notFoundErr() error { return cerrdefs.ErrNotFound.WithMessage("no such object") }
@@ -144,7 +145,10 @@ func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, o container
 }
 
 func (f *fakeEngine) Info(ctx context.Context) (system.Info, error) {
-	return system.Info{Architecture: "x86_64"}, nil
+	if f.noLimits {
+		return system.Info{Architecture: "x86_64", CgroupVersion: "1", CgroupDriver: "none", SecurityOptions: []string{"name=rootless"}}, nil
+	}
+	return system.Info{Architecture: "x86_64", MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUCfsQuota: true}, nil
 }
 
 func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error) {
@@ -405,5 +409,24 @@ func TestSidecarServeArgs(t *testing.T) {
 	}
 	if proxy.DefaultListen != ":"+strconv.Itoa(ProxyPort) {
 		t.Errorf("the helper listens on %s by default, the plugin expects port %d", proxy.DefaultListen, ProxyPort)
+	}
+}
+
+// An engine that cannot enforce the sidecar's memory and pids limits
+// (rootless Docker on cgroup v1) gets no sidecar: engine_unsupported, and
+// no container was created.
+func TestStartRefusesEngineWithoutLimits(t *testing.T) {
+	f := &fakeEngine{containers: map[string]container.InspectResponse{}, noLimits: true,
+		networks: []network.Summary{bridgeNet("bridge", "172.17.0.0/16", "172.17.0.1", nil, false)},
+		volumes:  map[string]volume.Volume{}}
+	m := &Manager{Engine: f, Images: fakeImages{}}
+	_, _, err := m.Start(context.Background(), Settings{}, false, false)
+	if e := core.AsError(err); e == nil || e.Code != core.CodeEngineUnsupported || !strings.Contains(e.Message, "egress sidecar's memory") || !strings.Contains(e.Message, "rootless") {
+		t.Fatalf("start on an engine without limits: %v", err)
+	}
+	for _, c := range f.created {
+		if c == SidecarName {
+			t.Fatalf("the sidecar was created: %v", f.created)
+		}
 	}
 }

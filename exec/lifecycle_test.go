@@ -450,6 +450,10 @@ type lcFake struct {
 	Engine  // the calls these tests do not make
 	mu      sync.Mutex
 	running bool
+	// settleAfter > 0: from that exec inspect on, every exec is seen
+	// ended (an exec that ended just before: the engine's lag).
+	settleAfter  int
+	execInspects int
 	// execsAt returns the container's execs at the n-th inspect.
 	execsAt    func(n int) map[string]bool // exec ID -> running
 	inspects   int
@@ -515,7 +519,12 @@ func (f *lcFake) ContainerExecInspect(ctx context.Context, id string) (container
 	if code, ok := f.drainExit[id]; ok {
 		return container.ExecInspect{ExecID: id, ExitCode: code}, nil
 	}
-	return container.ExecInspect{ExecID: id, Running: f.execsAt(f.inspects)[id]}, nil
+	f.execInspects++
+	running := f.execsAt(f.inspects)[id]
+	if f.settleAfter > 0 && f.execInspects >= f.settleAfter {
+		running = false
+	}
+	return container.ExecInspect{ExecID: id, Running: running}, nil
 }
 
 func (f *lcFake) ContainerRemove(ctx context.Context, id string, o container.RemoveOptions) error {
@@ -557,6 +566,9 @@ func TestRemoveSandboxClaim(t *testing.T) {
 		wantCode   string
 		wantCalls  []string
 		drainCodes []int
+		// settleAfter: exec inspects after which e1 is seen ended even
+		// before the container is inspected again (the engine's own lag).
+		settleAfter int
 	}{
 		{name: "idle: drained, checked, removed", execsAt: none,
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
@@ -578,6 +590,15 @@ func TestRemoveSandboxClaim(t *testing.T) {
 				return map[string]bool{"e1": false}
 			},
 			drainCodes: []int{3}, wantCode: core.CodeScopeBusy, wantCalls: []string{"drain"}},
+		{name: "an exec that the engine sees ended a moment later: settled, drained, removed",
+			execsAt: func(n int) map[string]bool {
+				if n <= 1 {
+					return map[string]bool{"e1": true}
+				}
+				return map[string]bool{"e1": false}
+			},
+			settleAfter: 3,
+			wantCalls:   []string{"drain", "remove", "volume-remove"}},
 		{name: "a created exec that never starts does not block",
 			execsAt:   func(int) map[string]bool { return map[string]bool{"e1": false} },
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
@@ -590,7 +611,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 			wantCode: core.CodeScopeBusy, wantCalls: []string{"drain", "remove", "volume-remove"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes,
+			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes, settleAfter: tc.settleAfter,
 				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
 			m := &Manager{Engine: f}
 			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)

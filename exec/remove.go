@@ -190,6 +190,12 @@ func (m *Manager) removeContainers(ctx context.Context, t core.Target, ids []str
 const (
 	claimWait = 10 * time.Second // longest wait for runs that keep starting
 	claimPoll = 50 * time.Millisecond
+	// execSettle: how long an engine exec that looks running may take to
+	// be seen ended. An exec's call returns once its wrapper's status
+	// arrived; the engine marks the exec ended a moment later (tens of
+	// milliseconds; seconds on a loaded machine), and an `rm` right after
+	// an `exec` must not call the sandbox busy for that.
+	execSettle = 2 * time.Second
 )
 
 // drainBusy is `sandbox-helper drain`'s exit code when a run is registered
@@ -218,6 +224,7 @@ const drainBusy = 3
 // nor can one whose helper predates drain (an older plugin's sandbox).
 func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (drained bool, err error) {
 	deadline := time.Now().Add(claimWait)
+	settled := false
 	for {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -236,6 +243,10 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 			return false, nil // created, exited, dead or paused: nothing runs
 		}
 		execs := m.execInfos(ctx, c.ExecIDs)
+		if anyRunning(execs) && !settled {
+			settled = true
+			execs = m.settle(ctx, c.ExecIDs, execSettle)
+		}
 		if anyRunning(execs) {
 			return false, busyError(t, execs)
 		}
@@ -270,6 +281,19 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 			return false, busyError(t, execs)
 		}
 		return true, nil
+	}
+}
+
+// settle polls the execs until none runs or wait passed, and returns what
+// it saw last (see execSettle).
+func (m *Manager) settle(ctx context.Context, ids []string, wait time.Duration) []ExecInfo {
+	deadline := time.Now().Add(wait)
+	for {
+		execs := m.execInfos(ctx, ids)
+		if !anyRunning(execs) || time.Now().After(deadline) || ctx.Err() != nil {
+			return execs
+		}
+		sleepCtx(ctx, claimPoll)
 	}
 }
 

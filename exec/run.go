@@ -659,6 +659,9 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	if err != nil {
 		return "", core.EngineError(err, "cannot read the engine's runtimes")
 	}
+	if err := CheckEngineLimits(info, "sandbox", spec.CPUs > 0); err != nil {
+		return "", err
+	}
 	if spec.Runtime != "" {
 		if _, ok := info.Runtimes[spec.Runtime]; !ok {
 			var have []string
@@ -712,6 +715,11 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		}
 		cleanup()
 		return "", core.EngineError(err, "cannot create the sandbox container for "+spec.Target.String())
+	}
+	if w := DiscardedSetting(resp); w != "" {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+		cleanup()
+		return "", core.Errorf(core.CodeEngineUnsupported, "the engine created sandbox %s without a setting it asked for (%s); it was removed and nothing ran: use an engine that enforces the sandbox's limits", spec.Target, w)
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {

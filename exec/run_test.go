@@ -68,6 +68,10 @@ type fakeEngine struct {
 	// injectCode replaces the code the helper reads (another run wrote
 	// into the run's stdin).
 	injectCode []byte
+	// info changes what Info reports (the defaults: every limit enforced).
+	info func(*system.Info)
+	// createWarnings are the warnings ContainerCreate of the sandbox gives.
+	createWarnings []string
 	// exits: each ended exec's exit code, by exec ID (ContainerExecInspect).
 	exits map[string]int
 }
@@ -273,7 +277,7 @@ func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config,
 	}
 	f.containers[name] = cfg
 	f.hostcfg[name] = hc
-	return container.CreateResponse{ID: name + "-0123456789abcdef"}, nil
+	return container.CreateResponse{ID: name + "-0123456789abcdef", Warnings: f.createWarnings}, nil
 }
 
 func (f *fakeEngine) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {
@@ -346,7 +350,13 @@ func (f *fakeEngine) VolumeRemove(ctx context.Context, v string, force bool) err
 }
 
 func (f *fakeEngine) Info(ctx context.Context) (system.Info, error) {
-	return system.Info{Runtimes: f.runtimes}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info := system.Info{Runtimes: f.runtimes, MemoryLimit: true, SwapLimit: true, PidsLimit: true, CPUCfsQuota: true, CgroupVersion: "1", CgroupDriver: "cgroupfs"}
+	if f.info != nil {
+		f.info(&info)
+	}
+	return info, nil
 }
 
 type fakeImages struct {
@@ -636,6 +646,49 @@ func TestRunCodeSum(t *testing.T) {
 	}
 	if len(cmds) != 0 {
 		t.Fatalf("the injected code ran: %q", cmds)
+	}
+}
+
+// An engine that cannot enforce a limit every sandbox has (rootless Docker
+// on cgroup v1 reports no memory, swap, pids or CPU limits), or that
+// created the container and said it discarded a setting, gets no sandbox:
+// engine_unsupported, exit 125, no container and no volume left, nothing
+// ran.
+func TestRunRefusesEngineWithoutLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		info     func(*system.Info)
+		warnings []string
+		want     string
+	}{
+		{"no memory limit", func(i *system.Info) { i.MemoryLimit = false }, nil, "memory (--memory)"},
+		{"no swap limit", func(i *system.Info) { i.SwapLimit = false }, nil, "swap"},
+		{"no pids limit", func(i *system.Info) { i.PidsLimit = false }, nil, "process count (--pids)"},
+		{"no CPU quota", func(i *system.Info) { i.CPUCfsQuota = false }, nil, "CPU (--cpus)"},
+		{"rootless on cgroup v1", func(i *system.Info) {
+			*i = system.Info{Runtimes: i.Runtimes, CgroupVersion: "1", CgroupDriver: "none", SecurityOptions: []string{"name=seccomp,profile=default", "name=rootless"}}
+		}, nil, "memory (--memory), swap (the memory limit includes swap), process count (--pids), CPU (--cpus) limits (docker info: cgroup 1, driver none, rootless)"},
+		{"a limit discarded at create", nil, []string{"Your kernel does not support memory limit capabilities or the cgroup is not mounted. Limitation discarded."}, "Limitation discarded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.info, f.createWarnings = tc.info, tc.warnings
+			ran := false
+			f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) {
+				ran = true
+				return "", "", wire.RunStatus{}
+			}
+			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
+			_, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Code: []byte("true"), Timeout: time.Second, MaxOutput: 1})
+			e := core.AsError(err)
+			if e == nil || e.Code != core.CodeEngineUnsupported || e.Exit != 125 || !strings.Contains(e.Message, tc.want) {
+				t.Fatalf("err %+v, want engine_unsupported naming %q", err, tc.want)
+			}
+			delete(f.volumes, "helper-vol-amd64") // shared by every sandbox, kept as after any failed create
+			if ran || len(f.containers) != 0 || len(f.volumes) != 0 {
+				t.Fatalf("left behind: ran %v, containers %v, volumes %v", ran, f.containers, f.volumes)
+			}
+		})
 	}
 }
 
