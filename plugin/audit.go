@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,10 +16,13 @@ import (
 	"github.com/docker/cli/cli/command"
 	cliconfig "github.com/docker/cli/cli/config"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/docker-sandbox/docker-sandbox/audit"
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/files"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
 )
 
@@ -106,6 +110,25 @@ func (a *auditor) record(rec audit.Record, stdout, stderr *audit.Capture) {
 	if err := a.w.Append(rec); err != nil {
 		fmt.Fprintf(a.errOut, "docker sandbox: warning: the audit trail was not written (%s); the command's result is unchanged\n", core.TermText(err.Error()))
 	}
+}
+
+// recordEach records several records of one command (a copy between two
+// scopes is in the files of both).
+func (a *auditor) recordEach(recs []audit.Record, stdout, stderr *audit.Capture) {
+	for _, r := range recs {
+		a.record(r, stdout, stderr)
+	}
+}
+
+// auditConfig is the configuration of the verbs that read none for their
+// own work (rm): a configuration that does not load never stops them, and
+// is audited under the defaults.
+func auditConfig() *config.Config {
+	c, err := loadConfigQuiet()
+	if err != nil {
+		return config.Default()
+	}
+	return c
 }
 
 // auditError sets rec's status from the error a command ended with.
@@ -304,4 +327,81 @@ func execRecord(t core.Target, lang string, code []byte, maxCode int, args, env 
 		rec.Signal = signalName(st.Signal)
 	}
 	return rec
+}
+
+// recordingCopier keeps the result of the copy it passes on, for the
+// record.
+type recordingCopier struct {
+	sandboxCopier
+	res *tarsafe.Result
+}
+
+func (c *recordingCopier) Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error) {
+	res, err := c.sandboxCopier.Copy(ctx, src, dst, stdin, stdout)
+	c.res = res
+	return res, err
+}
+
+// cpRecords are the records of a copy: one in the file of each scope it
+// read from or wrote to (BytesIn: into a sandbox, BytesOut: out of one).
+func cpRecords(a cpArgs, res *tarsafe.Result, err error) []audit.Record {
+	var n int64
+	if res != nil {
+		n = res.Bytes
+	}
+	var out []audit.Record
+	for _, l := range []files.Location{a.dst, a.src} {
+		if l.Kind != files.Sandbox || slices.ContainsFunc(out, func(r audit.Record) bool { return r.Scope == l.Target.Scope }) {
+			continue
+		}
+		r := audit.Record{Scope: l.Target.Scope, Session: l.Target.Session, Command: "cp", Args: []string{a.srcArg, a.dstArg}}
+		if a.dst.Kind == files.Sandbox {
+			r.BytesIn = n
+		}
+		if a.src.Kind == files.Sandbox {
+			r.BytesOut = n
+		}
+		auditError(&r, err)
+		out = append(out, r)
+	}
+	return out
+}
+
+// filesRecord is the record of files put or files rm.
+func filesRecord(command string, loc files.Location, in int64, err error) audit.Record {
+	r := audit.Record{Scope: loc.Target.Scope, Session: loc.Target.Session, Command: command, Args: []string{loc.Path}, BytesIn: in}
+	auditError(&r, err)
+	return r
+}
+
+// flagsRecord is the record of a command on a scope whose operands are
+// its flags (egress policy): the flags given, as --name=value.
+func flagsRecord(command, scope string, fs *pflag.FlagSet, err error) audit.Record {
+	r := audit.Record{Scope: scope, Command: command}
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Name != "format" {
+			r.Args = append(r.Args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	auditError(&r, err)
+	return r
+}
+
+// auditedRemover records each sandbox rm removes (or fails to).
+type auditedRemover struct {
+	sandboxRemover
+	au *auditor
+}
+
+func (m *auditedRemover) RemoveSandbox(ctx context.Context, t core.Target, force bool) (bool, error) {
+	found, err := m.sandboxRemover.RemoveSandbox(ctx, t, force)
+	if found || err != nil {
+		r := audit.Record{Scope: t.Scope, Session: t.Session, Command: "rm", Args: []string{t.String()}}
+		if force {
+			r.Args = append([]string{"--force"}, r.Args...)
+		}
+		auditError(&r, err)
+		m.au.record(r, nil, nil)
+	}
+	return found, err
 }
