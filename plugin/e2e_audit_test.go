@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -193,5 +194,151 @@ func TestAuditParallelExecs(t *testing.T) {
 	slices.Sort(runs)
 	if d := cmp.Diff([]string{"run-0", "run-1", "run-2", "run-3", "run-4", "run-5", "run-6", "run-7"}, runs); len(recs) != 9 || d != "" {
 		t.Errorf("%d records; runs (-want +got):\n%s", len(recs), d)
+	}
+}
+
+// syncBuffer is a buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func auditCommands(recs []audit.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Command+" "+r.Status)
+	}
+	return out
+}
+
+// files put/rm, cp (in the file of each scope it touches) and rm write
+// their lines; `audit` reads them back (json, a template, --scope,
+// --since, the table), -f prints a line written after it started, and a
+// bad --scope is bad_name.
+func TestAuditCopyFilesRmAndVerb(t *testing.T) {
+	needE2E(t)
+	cfg, env := auditConfig(t)
+	a, b := newScope(t), newScope(t)
+	host := filepath.Join(t.TempDir(), "h.txt")
+	if err := os.WriteFile(host, []byte("host!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := []run{
+		{args: []string{"files", "put", "-s", a, "f.txt"}, stdin: strings.NewReader("hello")},
+		{args: []string{"cp", a + ":f.txt", b + ":g.txt"}},
+		{args: []string{"cp", host, a + ":h.txt"}},
+		{args: []string{"files", "rm", "-s", a, "f.txt"}},
+		{args: []string{"files", "rm", "-s", a, "missing.txt"}},
+		{args: []string{"rm", b}},
+	}
+	for i, s := range steps {
+		s.env = env
+		r := sbRun(t, s)
+		if want := map[bool]int{true: 125, false: 0}[i == 4]; r.Code != want {
+			t.Fatalf("%v: want exit %d\n%s", s.args, want, r)
+		}
+	}
+	ra, rb := auditRecords(t, cfg, a), auditRecords(t, cfg, b)
+	if d := cmp.Diff([]string{"files put ok", "cp ok", "cp ok", "files rm ok", "files rm error"}, auditCommands(ra)); d != "" {
+		t.Errorf("scope a (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"cp ok", "rm ok"}, auditCommands(rb)); d != "" {
+		t.Errorf("scope b (-want +got):\n%s", d)
+	}
+	if len(ra) == 5 && len(rb) == 2 {
+		if ra[0].BytesIn != 5 || !cmp.Equal(ra[0].Args, []string{"/opt/workspace/f.txt"}) || ra[1].BytesOut != 5 || rb[0].BytesIn != 5 ||
+			ra[2].BytesIn != 5 || ra[4].ErrorCode == "" || !cmp.Equal(rb[1].Args, []string{b}) {
+			t.Errorf("records:\n%+v\n%+v", ra, rb)
+		}
+	}
+
+	// The audit verb.
+	r := sbRun(t, run{env: env, args: []string{"audit", "--format", "json"}})
+	wantCode(t, r, 0)
+	if n := strings.Count(r.Stdout, "\n"); n != 7 {
+		t.Errorf("audit --format json: %d lines, want 7\n%s", n, r)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		var rec audit.Record
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec.Command == "" {
+			t.Errorf("line %q: %v", l, err)
+		}
+	}
+	r = sbRun(t, run{env: env, args: []string{"audit", "--scope", b, "--format", "{{.scope}} {{.command}}"}})
+	if d := cmp.Diff(b+" cp\n"+b+" rm\n", r.Stdout); r.Code != 0 || d != "" {
+		t.Errorf("--scope (-want +got):\n%s\n%s", d, r)
+	}
+	r = sbRun(t, run{env: env, args: []string{"audit", "--since", "1h", "--scope", a, "--format", "{{.Command}}"}})
+	if r.Code != 0 || strings.Count(r.Stdout, "\n") != 5 {
+		t.Errorf("--since 1h:\n%s", r)
+	}
+	r = sbRun(t, run{env: env, args: []string{"audit", "--since", "2099-01-01", "--format", "json"}})
+	if r.Code != 0 || r.Stdout != "" {
+		t.Errorf("--since in the future:\n%s", r)
+	}
+	r = sbRun(t, run{env: env, args: []string{"audit", "--scope", b}})
+	if lines := strings.Split(strings.TrimSpace(r.Stdout), "\n"); r.Code != 0 || len(lines) != 3 || !strings.Contains(lines[0], "COMMAND") || !strings.Contains(lines[2], " rm ") {
+		t.Errorf("table:\n%s", r)
+	}
+	r = sbRun(t, run{env: env, args: []string{"audit", "--scope", "../x", "--format", "json"}})
+	wantCode(t, r, 125)
+	if e := decodeErr(t, r); e.Error.Code != "bad_name" {
+		t.Errorf("--scope ../x: %+v", e)
+	}
+
+	// -f: a record written after it started comes out.
+	var out syncBuffer
+	cmd := osexec.Command("docker", "sandbox", "audit", "-f", "--scope", a, "--format", "{{.command}}")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	poll(t, 20*time.Second, func() error {
+		if n := strings.Count(out.String(), "\n"); n != 5 {
+			return fmt.Errorf("%d lines: %q", n, out.String())
+		}
+		return nil
+	})
+	wantCode(t, sbRun(t, run{env: env, args: []string{"files", "put", "-s", a, "late.txt"}, stdin: strings.NewReader("x")}), 0)
+	poll(t, 20*time.Second, func() error {
+		if !strings.HasSuffix(out.String(), "files rm\nfiles put\n") {
+			return fmt.Errorf("-f printed %q", out.String())
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		waited = true
+		if err != nil {
+			t.Errorf("audit -f after Ctrl-C: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("audit -f did not end on Ctrl-C")
 	}
 }
