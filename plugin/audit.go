@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	cliconfig "github.com/docker/cli/cli/config"
 	"github.com/spf13/cobra"
@@ -404,4 +406,22 @@ func (m *auditedRemover) RemoveSandbox(ctx context.Context, t core.Target, force
 		m.au.record(r, nil, nil)
 	}
 	return found, err
+}
+
+// shellRecord is the record of a shell: its COMMAND when one was given,
+// the names of its environment, and how it ended (the shell's exit status
+// comes as a StatusError). What is typed in it is not recorded.
+func shellRecord(t core.Target, command []string, given bool, env []string, err error) audit.Record {
+	r := audit.Record{Scope: t.Scope, Session: t.Session, Command: "shell"}
+	if given {
+		r.Args = command
+	}
+	r.SetEnv(env)
+	var st cli.StatusError
+	if errors.As(err, &st) {
+		r.ExitCode = st.StatusCode
+		return r
+	}
+	auditError(&r, err)
+	return r
 }

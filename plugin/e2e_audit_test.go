@@ -342,3 +342,30 @@ func TestAuditCopyFilesRmAndVerb(t *testing.T) {
 		t.Fatal("audit -f did not end on Ctrl-C")
 	}
 }
+
+// shell writes a line when it ends: its COMMAND, the names of its
+// environment, its exit status (not what was typed).
+func TestAuditShell(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	s := newScope(t)
+	secret := "s3cr3t-" + randID(8)
+	// The suite's Docker config: the scope's name is the test's own.
+	_, code := lcShell(t, rid, 24, 80, "-e TOKEN="+secret+" "+s+" -- sh -c 'exit 7'", nil)
+	if code != 7 {
+		t.Fatalf("shell exit %d, want 7", code)
+	}
+	cfg := os.Getenv("DOCKER_CONFIG")
+	data, err := os.ReadFile(auditFile(cfg, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte(secret)) {
+		t.Fatalf("the secret value reached the audit file:\n%s", data)
+	}
+	recs := auditRecords(t, cfg, s)
+	want := []audit.Record{{Scope: s, Command: "shell", Args: []string{"sh", "-c", "exit 7"}, EnvNames: []string{"TOKEN"}, ExitCode: 7, Status: audit.StatusExited}}
+	if d := cmp.Diff(want, recs, cmpopts.IgnoreFields(audit.Record{}, "Time", "Context", "Engine", "DurationMS")); d != "" {
+		t.Errorf("records (-want +got):\n%s", d)
+	}
+}
