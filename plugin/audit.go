@@ -47,6 +47,7 @@ type auditor struct {
 	context string
 	engine  string
 	start   time.Time
+	warned  bool // a failure to write was told: once per command
 }
 
 // auditDir is where the trail is written: audit_dir, else
@@ -98,7 +99,8 @@ func (a *auditor) tee(w io.Writer) (io.Writer, *audit.Capture) {
 // record completes rec (its time: the command's start unless set; the
 // context and engine; the duration, the status from the exit code unless
 // set; the captured output) and appends it. A failure to write is one
-// warning line on standard error; the command goes on as if recorded.
+// warning line on standard error (once per auditor, however many records
+// it writes); the command goes on as if recorded.
 func (a *auditor) record(rec audit.Record, stdout, stderr *audit.Capture) {
 	if !a.on() {
 		return
@@ -109,7 +111,8 @@ func (a *auditor) record(rec audit.Record, stdout, stderr *audit.Capture) {
 	rec.Context, rec.Engine = a.context, a.engine
 	rec.SetOutput(stdout, stderr)
 	rec.Finish(time.Now())
-	if err := a.w.Append(rec); err != nil {
+	if err := a.w.Append(rec); err != nil && !a.warned {
+		a.warned = true
 		fmt.Fprintf(a.errOut, "docker sandbox: warning: the audit trail was not written (%s); the command's result is unchanged\n", core.TermText(err.Error()))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,28 @@ func TestCpAndFlagsRecords(t *testing.T) {
 	_ = fs.Parse([]string{"--allow", "pypi.org", "--allow", "*.x", "--format", "json"})
 	if d := cmp.Diff(audit.Record{Scope: "u1", Command: "egress policy", Args: []string{"--allow=[pypi.org,*.x]"}}, flagsRecord("egress policy", "u1", fs, nil)); d != "" {
 		t.Errorf("flags (-want +got):\n%s", d)
+	}
+}
+
+// A record that cannot be written is one warning line, however many
+// records the command writes; the records' caps come from the
+// configuration.
+func TestAuditorWarnsOnce(t *testing.T) {
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	a := &auditor{w: &audit.Writer{Dir: blocked}, errOut: &errOut, start: time.Now()}
+	a.recordEach([]audit.Record{{Scope: "u1", Command: "cp"}, {Scope: "u2", Command: "cp"}}, nil, nil)
+	a.record(audit.Record{Scope: "u1", Command: "rm"}, nil, nil)
+	if n := strings.Count(errOut.String(), "\n"); n != 1 || !strings.Contains(errOut.String(), "warning: the audit trail was not written") {
+		t.Errorf("warnings: %q", errOut.String())
+	}
+	// Off: no writer, no capture, nothing written.
+	off := &auditor{errOut: &errOut}
+	var sink bytes.Buffer
+	if w, c := off.tee(&sink); w != &sink || c != nil || off.on() {
+		t.Errorf("off: tee gave %T %v", w, c)
 	}
 }
