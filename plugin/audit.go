@@ -38,6 +38,12 @@ import (
 //	stdout, outCap := a.tee(dockerCli.Out())
 //	... run ...
 //	a.record(audit.Record{Scope: ..., Command: "exec", ...}, outCap, nil)
+//
+// A kernel call or an MCP tool call does the same: execRecord builds an
+// exec's record from its result (then Command "exec --kernel", or "mcp
+// run_code" with MCPClient set, and KernelRestarted / StatusKernelRestarted
+// for a kernel that lost its state); a long-lived server makes one auditor
+// per call (newAuditor does no I/O).
 
 // auditor records one command (or one call of a long-lived server) in the
 // audit trail.
