@@ -107,16 +107,35 @@ func TestAuditExec(t *testing.T) {
 		}
 	}
 
+	// An untrusted project file can neither turn the trail off nor move it:
+	// the record is written where the user's configuration says, and the
+	// warning names the values ignored.
+	proj := t.TempDir()
+	if err := os.WriteFile(filepath.Join(proj, ".docker-sandbox.toml"), []byte("audit = false\naudit_dir = \""+filepath.Join(proj, "elsewhere")+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = sbRun(t, run{env: env, dir: proj, args: []string{"exec", "-s", scope, "--session", "a", "-c", "echo from-project"}})
+	wantCode(t, r, 0)
+	if !strings.Contains(r.Stderr, "audit = false is ignored") || !strings.Contains(r.Stderr, "audit_dir = ") {
+		t.Errorf("no warning about the ignored audit keys:\n%s", r)
+	}
+	if recs := auditRecords(t, cfg, scope); len(recs) != 2 || recs[1].Stdout != "from-project\n" {
+		t.Errorf("the untrusted project file stopped the record: %d records", len(recs))
+	}
+	if _, err := os.Stat(filepath.Join(proj, "elsewhere")); !os.IsNotExist(err) {
+		t.Errorf("the untrusted project file moved the trail: %v", err)
+	}
+
 	// Capped code, a timeout.
 	long := "sleep 5 # " + strings.Repeat("z", 100) + "\n"
 	r = sbRun(t, run{env: append(env, "DOCKER_SANDBOX_AUDIT_MAX_CODE=16"), args: []string{"exec", "-s", scope, "--session", "a", "--timeout", "1s", "-c", long}})
 	wantCode(t, r, 124)
 	recs = auditRecords(t, cfg, scope)
-	if len(recs) != 2 {
-		t.Fatalf("%d records, want 2", len(recs))
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
 	}
 	sum = sha256.Sum256([]byte(long))
-	got = recs[1]
+	got = recs[2]
 	if got.Code != long[:16] || !got.CodeTruncated || got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.CodeBytes != int64(len(long)) ||
 		got.Status != audit.StatusTimedOut || got.ExitCode != 124 || got.Lang != "sh" {
 		t.Errorf("capped, timed out: %+v", got)
@@ -235,6 +254,22 @@ func TestAuditCopyFilesRmAndVerb(t *testing.T) {
 	if err := os.WriteFile(host, []byte("host!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Retention (30 days by default) goes by folder names alone: an old
+	// day goes; a link named as an old day, what it leads to, and a
+	// folder that is not a date stay (and the reader skips the link).
+	auditDir := filepath.Join(cfg, "sandbox", "audit")
+	outside := t.TempDir()
+	oldRec := fmt.Sprintf(`{"time":"2020-01-02T00:00:00Z","scope":%q,"command":"exec","exit_code":0,"status":"ok"}`+"\n", a)
+	for p, body := range map[string]string{
+		filepath.Join(auditDir, "20200101", a+".jsonl"): oldRec,
+		filepath.Join(auditDir, "notes", a+".jsonl"):    oldRec,
+		filepath.Join(outside, a+".jsonl"):              oldRec,
+	} {
+		writeText(t, p, body)
+	}
+	if err := os.Symlink(outside, filepath.Join(auditDir, "20200102")); err != nil {
+		t.Fatal(err)
+	}
 	steps := []run{
 		{args: []string{"files", "put", "-s", a, "f.txt"}, stdin: strings.NewReader("hello")},
 		{args: []string{"cp", a + ":f.txt", b + ":g.txt"}},
@@ -261,6 +296,15 @@ func TestAuditCopyFilesRmAndVerb(t *testing.T) {
 		if ra[0].BytesIn != 5 || !cmp.Equal(ra[0].Args, []string{"/opt/workspace/f.txt"}) || ra[1].BytesOut != 5 || rb[0].BytesIn != 5 ||
 			ra[2].BytesIn != 5 || ra[4].ErrorCode == "" || !cmp.Equal(rb[1].Args, []string{b}) {
 			t.Errorf("records:\n%+v\n%+v", ra, rb)
+		}
+	}
+
+	if _, err := os.Stat(filepath.Join(auditDir, "20200101")); !os.IsNotExist(err) {
+		t.Errorf("the day older than 30 days stays: %v", err)
+	}
+	for _, p := range []string{filepath.Join(auditDir, "notes", a+".jsonl"), filepath.Join(auditDir, "20200102"), filepath.Join(outside, a+".jsonl")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("retention removed %s: %v", p, err)
 		}
 	}
 
