@@ -139,6 +139,8 @@ func configText(key string, v any) string {
 				return "(the runtime image)"
 			case "runtime":
 				return "(engine default)"
+			case "audit_dir":
+				return "(" + auditDir(config.Default()) + ")"
 			}
 		}
 	case map[string]any:
@@ -165,6 +167,8 @@ func configText(key string, v any) string {
 			return "0 (no limit)"
 		case "copy_max_file_size":
 			return "0 (= copy_max_size)"
+		case "audit_retention_days":
+			return "0 (keep)"
 		}
 	}
 	return fmt.Sprint(v)

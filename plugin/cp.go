@@ -73,7 +73,10 @@ same rule holds in every direction, and for "-" as DST.`,
 			}
 			cp := copier(dockerCli, c, limits, o.archive)
 			cp.Strict = o.strict
-			return fail(out, o.format, runCp(ctx, cp, dockerCli.In(), out, dockerCli.Err(), a, o.format))
+			au, rc := newAuditor(dockerCli, c), &recordingCopier{sandboxCopier: cp}
+			err = runCp(ctx, rc, dockerCli.In(), out, dockerCli.Err(), a, o.format)
+			au.recordEach(cpRecords(a, rc.res, err), nil, nil)
+			return fail(out, o.format, err)
 		},
 		ValidArgsFunction: completeLocations(dockerCli, 2, true),
 	}

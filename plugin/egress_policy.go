@@ -42,7 +42,12 @@ func newEgressPolicyCommand(dockerCli command.Cli) *cobra.Command {
 			if err != nil {
 				return fail(out, o.format, err)
 			}
-			return fail(out, o.format, runEgressPolicy(cmd.Context(), egressManager(dockerCli, c), out, dockerCli.Err(), args[0], set, o))
+			au := newAuditor(dockerCli, c)
+			err = runEgressPolicy(cmd.Context(), egressManager(dockerCli, c), out, dockerCli.Err(), args[0], set, o)
+			if set { // a change of the scope's policy
+				au.record(flagsRecord("egress policy", args[0], cmd.Flags(), err), nil, nil)
+			}
+			return fail(out, o.format, err)
 		},
 		ValidArgsFunction: completeScopes(dockerCli, 1),
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/audit"
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
@@ -145,6 +146,15 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if jsonMode {
 		req.Stdout, req.Stderr = &outBuf, &errBuf
 	}
+	// The audit trail keeps the first audit_max_output bytes of each stream.
+	au := newAuditor(dockerCli, c)
+	stdin := &audit.CountingReader{R: req.Stdin}
+	if au.on() && req.Stdin != nil {
+		req.Stdin = stdin
+	}
+	var outCap, errCap *audit.Capture
+	req.Stdout, outCap = au.tee(req.Stdout)
+	req.Stderr, errCap = au.tee(req.Stderr)
 
 	// Ctrl-C: stop waiting; closing the stream ends the program's exec.
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -173,6 +183,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		ranUnder, ctrID = m.SandboxRuntime(ctx, spec)
 	}
 	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
+	au.record(execRecord(target, lang.Name, src.code, au.maxCode(), src.args, env, stdin.N, res, runErr, ctx.Err() != nil), outCap, errCap)
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
 		return &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/docker-sandbox/docker-sandbox/audit"
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
@@ -113,7 +114,13 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
 		return err
 	}
-	return run(ctx, copier(dockerCli, c, limits, false), dockerCli.In(), dockerCli.Out(), loc, o)
+	// put and rm change the sandbox: they are audited.
+	au, in := newAuditor(dockerCli, c), &audit.CountingReader{R: dockerCli.In()}
+	err = run(ctx, copier(dockerCli, c, limits, false), in, dockerCli.Out(), loc, o)
+	if name := cmd.Name(); name == "put" || name == "rm" {
+		au.record(filesRecord("files "+name, loc, in.N, err), nil, nil)
+	}
+	return err
 }
 
 // location is PATH's sandbox and path: SCOPE[/SESSION]:PATH, or with

@@ -46,7 +46,7 @@ volume; SCOPE/SESSION removes that session's container and workspace. Refuses
 			if err := checkRemovalArgs(cmd, args, o); err != nil {
 				return err
 			}
-			m := manager(dockerCli, nil)
+			m := &auditedRemover{sandboxRemover: manager(dockerCli, nil), au: newAuditor(dockerCli, auditConfig())}
 			eg := egressManager(dockerCli, nil)
 			return fail(dockerCli.Out(), o.format, runRm(cmd.Context(), m, eg, dockerCli.Out(), dockerCli.Err(), args, o))
 		},

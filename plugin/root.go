@@ -75,6 +75,7 @@ your Docker context points at.`,
 		newPruneCommand(dockerCli),
 		newShellCommand(dockerCli),
 		newEgressCommand(dockerCli),
+		newAuditCommand(dockerCli),
 		newCompletionCommand(),
 		newStandaloneCompleteCommand(),
 	)

@@ -55,7 +55,7 @@ expire, and stop and rm refuse unless --force. Without SCOPE: the default scope.
 	return cmd
 }
 
-func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o shellOptions) error {
+func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, args []string, o shellOptions) (err error) {
 	positional, command := args, shellCommand
 	dash := cmd.ArgsLenAtDash()
 	if dash < 0 && len(args) >= 2 && args[1] == "--" {
@@ -107,6 +107,8 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 			return core.Errorf(core.CodeBadFlag, "invalid --env %q: want KEY=VALUE", kv)
 		}
 	}
+	au := newAuditor(dockerCli, c)
+	defer func() { au.record(shellRecord(target, command, dash >= 0, env, err), nil, nil) }()
 	// The container can expire between Ensure and the exec (an idle TTL
 	// running out that very moment): try again, the shell has not started.
 	for attempt := 0; ; attempt++ {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks of docker sandbox against the plain docker commands it stands for:
 #
-#   scripts/bench.sh [--n N] [--json FILE]
+#   scripts/bench.sh [--n N] [--json FILE] [--audit] [--ssh]
 #
 #   1. warm exec: `docker sandbox exec -s bench-warm -c true` (through the docker
 #      CLI) and `bin/docker-sandbox exec ...` (standalone) vs `docker exec -i` into
@@ -24,6 +24,9 @@
 #      sandbox exec` and `DOCKER_HOST=ssh://... bin/docker-sandbox exec` vs `docker -H
 #      ssh://... exec -i` into the same container; N as in 1. No target (issue 11's
 #      persistent channel aims at <= 0.5x). Needs root and openssh-server.
+#   6. the audit trail: warm exec with auditing on (the default) vs off
+#      (DOCKER_SANDBOX_AUDIT=false); N as in 1. Target <= 1.03x. --audit runs
+#      only this one.
 # The commands of a benchmark run interleaved (A B A B ...), so that the load of
 # a shared machine hits them alike; still, on a busy machine run it more than
 # once. Times are wall-clock around the whole command (scripts/bench/main.go).
@@ -47,13 +50,14 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,41s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,44s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
 N=""
 JSON_OUT=""
 SSH_BENCH=""
+AUDIT_ONLY=""
 while (($# > 0)); do
 	case "$1" in
 	--ssh) SSH_BENCH=1; shift ;;
@@ -69,6 +73,7 @@ while (($# > 0)); do
 		shift 2
 		;;
 	--json=*) JSON_OUT="${1#--json=}"; shift ;;
+	--audit) AUDIT_ONLY=1; shift ;;
 	-h | --help) usage 0 ;;
 	*) log "unknown argument: $1"; usage 2 ;;
 	esac
@@ -263,6 +268,22 @@ if [[ -n "$SSH_BENCH" ]]; then
 	)
 fi
 
+AUDIT_ARGS=(
+	-group "audit trail" -n "$N_WARM" -warmup "$WARMUP_WARM"
+	-anchor "warm exec, audit off" -cmd "$(q env DOCKER_SANDBOX_AUDIT=false docker sandbox exec -s "$WARM_SCOPE" -c true)"
+	-case "warm exec, audit on" -cmd "$(q env DOCKER_SANDBOX_AUDIT=true docker sandbox exec -s "$WARM_SCOPE" -c true)" -target 1.03
+)
+if [[ -n "$AUDIT_ONLY" ]]; then
+	"$WORK/bench" "${JSON_ARGS[@]}" "${AUDIT_ARGS[@]}" &
+	BENCH_PID=$!
+	rc=0
+	wait "$BENCH_PID" || rc=$?
+	((rc == 0)) || exit "$rc"
+	BENCH_PID=""
+	log "done in $(($(now) - T0))s (load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
+	exit 0
+fi
+
 # In the background, so that a TERM sent to this script alone (timeout(1))
 # runs the cleanup at once; the cleanup stops the program first.
 "$WORK/bench" "${JSON_ARGS[@]}" \
@@ -277,6 +298,7 @@ fi
 	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
 	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" \
+	"${AUDIT_ARGS[@]}" \
 	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" &
 BENCH_PID=$!
 rc=0

@@ -164,6 +164,13 @@ type Config struct {
 	CopyMaxFileSize int64 // copy_max_file_size, bytes; 0: copy_max_size
 	CopyMaxEntries  int64 // copy_max_entries
 
+	// The audit trail.
+	Audit              bool   // audit: on by default
+	AuditDir           string // audit_dir; "": <docker config dir>/sandbox/audit
+	AuditRetentionDays int    // audit_retention_days; 0: keep every day
+	AuditMaxCode       int64  // audit_max_code, bytes of code kept per record
+	AuditMaxOutput     int64  // audit_max_output, bytes kept of each stream
+
 	// Scopes are the [scope.NAME] tables of both files, by scope name.
 	Scopes map[string]ScopePolicy
 	// Langs are the [lang.NAME] tables of the user file and a trusted

@@ -87,15 +87,19 @@ func TestDefaults(t *testing.T) {
 			Network: "none", IdleTTL: 10 * time.Minute, Memory: 1 << 30, Nofile: 1024,
 			TmpSize: 512 << 20, Disk: 10 << 30, Pids: 256, CPUs: 1,
 		},
-		Timeout:        60 * time.Second,
-		MaxTimeout:     time.Hour,
-		MaxMemory:      16 << 30,
-		MaxOutput:      1 << 20,
-		MaxSandboxes:   50,
-		CopyMaxSize:    2 << 30,
-		CopyMaxEntries: 1_000_000,
-		Scopes:         map[string]ScopePolicy{},
-		UserFile:       f.user,
+		Timeout:            60 * time.Second,
+		MaxTimeout:         time.Hour,
+		MaxMemory:          16 << 30,
+		MaxOutput:          1 << 20,
+		MaxSandboxes:       50,
+		CopyMaxSize:        2 << 30,
+		CopyMaxEntries:     1_000_000,
+		Audit:              true,
+		AuditRetentionDays: 30,
+		AuditMaxCode:       64 << 10,
+		AuditMaxOutput:     16 << 10,
+		Scopes:             map[string]ScopePolicy{},
+		UserFile:           f.user,
 	}
 	if d := cmp.Diff(want, c, ignoreUnexported); d != "" {
 		t.Errorf("Load (-want +got):\n%s", d)
@@ -142,6 +146,11 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"copy_max_size","value":2147483648,"source":"default"},` +
 		`{"key":"copy_max_file_size","value":0,"source":"default"},` +
 		`{"key":"copy_max_entries","value":1000000,"source":"default"},` +
+		`{"key":"audit","value":true,"source":"default"},` +
+		`{"key":"audit_dir","value":"","source":"default"},` +
+		`{"key":"audit_retention_days","value":30,"source":"default"},` +
+		`{"key":"audit_max_code","value":65536,"source":"default"},` +
+		`{"key":"audit_max_output","value":16384,"source":"default"},` +
 		`{"key":"scope.u1","value":{"allow":["pypi.org"],"allow_cidrs":[],"allow_ports":[]},"source":"user file /u/config.toml:4"}]`
 	if d := cmp.Diff(want, string(b)); d != "" {
 		t.Errorf("Entries JSON (-want +got):\n%s", d)
@@ -287,7 +296,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME, lang.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,13 @@ var keyTable = []keyDesc{
 	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }, lowerOnly[int64]()).
 		withFlag(FlagsCopy, "max-entries", "", "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)").
 		withFlagType("int64"),
+	// The audit trail (see the audit package): an untrusted project file
+	// may turn it on, never off, and may not move, shorten or thin it.
+	newKey("audit", boolKind, true, func(bool) *problem { return nil }, func(c *Config) *bool { return &c.Audit }, onOnly()),
+	newKey("audit_dir", stringKind, "", absPathOrEmpty, func(c *Config) *string { return &c.AuditDir }, trustedOnly[string]()),
+	newKey("audit_retention_days", intKind, 30, between(0, 36500, formatInt[int]), func(c *Config) *int { return &c.AuditRetentionDays }, trustedOnly[int]()),
+	newKey("audit_max_code", sizeKind, 64*KiB, between(0, 16*MiB, formatSize), func(c *Config) *int64 { return &c.AuditMaxCode }, trustedOnly[int64]()),
+	newKey("audit_max_output", sizeKind, 16*KiB, between(0, MiB, formatSize), func(c *Config) *int64 { return &c.AuditMaxOutput }, trustedOnly[int64]()),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
@@ -278,6 +286,27 @@ var intKind = kind[int]{
 	entry: identity[int],
 }
 
+var boolKind = kind[bool]{
+	name: "boolean",
+	parse: func(s string) (bool, *problem) {
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "true", "1", "yes", "on":
+			return true, nil
+		case "false", "0", "no", "off":
+			return false, nil
+		}
+		return false, &problem{pred: "is not a boolean (use true or false)"}
+	},
+	decode: func(v any) (bool, *problem) {
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+		return false, wrongType("a boolean (true or false)", v)
+	},
+	show:  strconv.FormatBool,
+	entry: identity[bool],
+}
+
 var floatKind = kind[float64]{
 	name: "number",
 	parse: func(s string) (float64, *problem) {
@@ -361,6 +390,14 @@ func validLang(s string) *problem {
 const notALanguage = "is not a language (use python, node, bash, sh or the name of a [lang.NAME] table)"
 
 func anyString(string) *problem { return nil }
+
+// absPathOrEmpty accepts "" (the default place) or an absolute path.
+func absPathOrEmpty(s string) *problem {
+	if s != "" && !filepath.IsAbs(s) {
+		return &problem{pred: "is not an absolute path"}
+	}
+	return nil
+}
 
 func nonEmpty(s string) *problem {
 	if strings.TrimSpace(s) == "" {

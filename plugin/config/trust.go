@@ -51,6 +51,8 @@ const (
 	RuleTrusted = "trusted only"
 	// RuleAny: any value (it grants nothing).
 	RuleAny = "any"
+	// RuleOnOnly: the value may be turned on, never off (audit).
+	RuleOnOnly = "on only"
 )
 
 // TrustEnv trusts every project file when set to 1 (or true).
@@ -110,6 +112,17 @@ func noneOrTrusted() trustRule[string] {
 		allows: func(base, v string) bool { return v == "none" || v == base },
 		why: func(base string) string {
 			return `is ignored: an untrusted project file may only set "none" (it stays ` + base + ")"
+		},
+	}
+}
+
+// onOnly: true (on) applies; false only when the layers below say false.
+func onOnly() trustRule[bool] {
+	return trustRule[bool]{
+		name:   RuleOnOnly,
+		allows: func(base, v bool) bool { return v || v == base },
+		why: func(base string) string {
+			return "is ignored: an untrusted project file may only turn it on (it stays " + base + ")"
 		},
 	}
 }

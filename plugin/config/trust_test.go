@@ -69,6 +69,13 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"copy_max_size":      {`"1g"`, `"4g"`},
 	"copy_max_file_size": {`"1g"`, ""}, // the default is 0 (unlimited): any value narrows
 	"copy_max_entries":   {`1000`, `2000000`},
+	// The audit trail: on, never off; its place, retention and caps only
+	// from a trusted file.
+	"audit":                {`true`, `false`},
+	"audit_dir":            {"", `"/tmp/elsewhere"`},
+	"audit_retention_days": {"", `1`},
+	"audit_max_code":       {"", `0`},
+	"audit_max_output":     {"", `0`},
 }
 
 // Every key states a rule, and the rule does what it says over the
@@ -80,7 +87,7 @@ func TestTrustRuleOfEveryKey(t *testing.T) {
 			t.Errorf("key %q clashes with %s", d.name, TrustEnv)
 		}
 	}
-	known := map[string]bool{RuleLower: true, RuleLowerZeroUnlimited: true, RuleNone: true, RuleTrusted: true, RuleAny: true}
+	known := map[string]bool{RuleLower: true, RuleLowerZeroUnlimited: true, RuleNone: true, RuleTrusted: true, RuleAny: true, RuleOnOnly: true}
 	for _, d := range keyTable {
 		if !known[d.trust] || d.narrows == nil {
 			t.Errorf("key %q has no known trust rule (%q)", d.name, d.trust)
@@ -574,5 +581,37 @@ func TestReadmeStatesTrustRules(t *testing.T) {
 		if got[k] != rule {
 			t.Errorf("README: key %s has trust rule %q in the Configuration table, want %q", k, got[k], rule)
 		}
+	}
+}
+
+// An untrusted project file cannot turn the audit trail off, move it,
+// shorten its life or thin it; with the user file's audit = false it may
+// turn it back on. The environment and a trusted file can do either.
+func TestUntrustedProjectKeepsAudit(t *testing.T) {
+	f := newFixture(t, "", "audit = false\naudit_dir = \"/tmp/x\"\naudit_retention_days = 1\naudit_max_code = 0\naudit_max_output = 0\n")
+	c := must(t)(f.loadUntrusted(nil))
+	if !c.Audit || c.AuditDir != "" || c.AuditRetentionDays != 30 || c.AuditMaxCode != 64<<10 || c.AuditMaxOutput != 16<<10 {
+		t.Errorf("an untrusted file changed the audit: %+v", c)
+	}
+	var keys []string
+	for _, r := range c.Refused {
+		keys = append(keys, r.Key)
+	}
+	if d := cmp.Diff([]string{"audit", "audit_dir", "audit_retention_days", "audit_max_code", "audit_max_output"}, keys); d != "" {
+		t.Errorf("refused (-want +got):\n%s", d)
+	}
+	f = newFixture(t, "audit = false\n", "audit = true\n")
+	if c := must(t)(f.loadUntrusted(nil)); !c.Audit || len(c.Refused) != 0 {
+		t.Errorf("turning it on: audit %v, refused %v", c.Audit, c.Refused)
+	}
+	f = newFixture(t, "", "audit = false\n")
+	if c := must(t)(f.load(nil)); c.Audit {
+		t.Error("a trusted file could not turn it off")
+	}
+	if c := must(t)(newFixture(t, "", "").loadUntrusted(map[string]string{"DOCKER_SANDBOX_AUDIT": "false"})); c.Audit {
+		t.Error("the environment could not turn it off")
+	}
+	if _, err := newFixture(t, "", "").loadUntrusted(map[string]string{"DOCKER_SANDBOX_AUDIT_DIR": "rel/dir"}); err == nil {
+		t.Error("a relative audit_dir: no error")
 	}
 }
