@@ -9,14 +9,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/internal/pluginmeta"
 )
 
-// Version is the plugin's version, set at build time from VERSION.
-var Version = "0.1.0"
+// Version is the plugin's version, set at build time from VERSION
+// (internal/pluginmeta.Version).
+var Version = pluginmeta.Version
 
 // Vendor is the plugin's vendor in its metadata; scripts/install.sh uses it
 // to recognise a plugin of ours.
-const Vendor = "docker-sandbox project"
+const Vendor = pluginmeta.Vendor
 
 // Name is the plugin's command name (`docker sandbox`).
 const Name = "sandbox"
@@ -25,11 +27,11 @@ const Name = "sandbox"
 // built without any I/O: the Docker CLI asks for it on every `docker --help`.
 func Metadata() metadata.Metadata {
 	return metadata.Metadata{
-		SchemaVersion:    "0.1.0",
+		SchemaVersion:    pluginmeta.SchemaVersion,
 		Vendor:           Vendor,
 		Version:          Version,
-		ShortDescription: "Run untrusted code in hardened, per-scope sandboxes",
-		URL:              "https://github.com/docker-sandbox/docker-sandbox",
+		ShortDescription: pluginmeta.ShortDescription,
+		URL:              pluginmeta.URL,
 	}
 }
 

@@ -10,7 +10,10 @@
 #      untimed) vs `docker run --rm` of the same image with the same hardening
 #      flags; N=10 each after 1 warm-up. Target <= 1.25x.
 #   3. `docker sandbox version` vs `bin/docker-sandbox version`: the cost of the
-#      docker CLI's plugin dispatch; N=20 each after 2 warm-ups. No target.
+#      docker CLI's plugin dispatch; N=20 each after 2 warm-ups. No target. And
+#      the metadata call (run on every `docker --help` and before every `docker
+#      sandbox` call) vs a stdlib-only hello-world plugin's (scripts/bench/
+#      helloplugin); N as for version. Target <= 1.5x.
 #   4. gVisor, when the engine has a runtime for it (a runtime whose binary is
 #      runsc and whose args lack --network=host, or DOCKER_SANDBOX_BENCH_RUNSC=
 #      NAME): warm exec and first exec under it vs the same under the default
@@ -50,7 +53,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,44s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,47s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
@@ -176,6 +179,7 @@ fi
 bash scripts/build.sh
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/docker-sandbox-bench.XXXXXX")"
 CGO_ENABLED=0 "$GO" build -buildvcs=false -o "$WORK/bench" ./scripts/bench || die "building scripts/bench failed"
+CGO_ENABLED=0 "$GO" build -buildvcs=false -o "$WORK/helloplugin" ./scripts/bench/helloplugin || die "building scripts/bench/helloplugin failed"
 
 # 2. A private Docker config with the plugin installed.
 PRIVATE_CONFIG="$WORK/docker-config"
@@ -298,6 +302,9 @@ fi
 	-group "version" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "standalone" -cmd "$(q "$STANDALONE" version)" \
 	-case "version (docker CLI)" -cmd "$(q docker sandbox version)" \
+	-group "metadata" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
+	-anchor "stdlib hello-world plugin" -cmd "$(q "$WORK/helloplugin" docker-cli-plugin-metadata)" \
+	-case "docker-sandbox docker-cli-plugin-metadata" -cmd "$(q "$STANDALONE" docker-cli-plugin-metadata)" -target 1.5 \
 	"${AUDIT_ARGS[@]}" \
 	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" &
 BENCH_PID=$!

@@ -28,7 +28,7 @@ id="$(cat images/bin/sandbox-helper-linux-amd64 images/bin/sandbox-helper-linux-
 [[ "$(cat images/bin/helper.id 2>/dev/null || true)" == "$id" ]] || printf '%s\n' "$id" >images/bin/helper.id
 
 CGO_ENABLED=0 "$GO" build -buildvcs=false -trimpath \
-	-ldflags "-X github.com/docker-sandbox/docker-sandbox/plugin.Version=$VERSION" \
+	-ldflags "-X github.com/docker-sandbox/docker-sandbox/internal/pluginmeta.Version=$VERSION" \
 	-o bin/docker-sandbox ./cmd/docker-sandbox ||
 	die "building the plugin failed"
 
