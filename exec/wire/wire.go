@@ -84,6 +84,15 @@ type RunStatus struct {
 	DurationMS      int64  `json:"duration_ms"`
 	ErrorCode       string `json:"error_code,omitempty"`
 	Error           string `json:"error,omitempty"`
+	// Kernel calls (RunArgs.Kernel) only:
+	// Result is the value of the cell's last expression (repr in python,
+	// util.inspect in node); nil when it has none (or it is None/undefined).
+	Result *string `json:"result,omitempty"`
+	// KernelRestarted: this call started a fresh kernel where one had run
+	// (it died, was killed at a timeout, or was reset), or, at a timeout,
+	// killed it; StateLost: the kernel's state (variables, imports) is gone.
+	KernelRestarted bool `json:"kernel_restarted,omitempty"`
+	StateLost       bool `json:"state_lost,omitempty"`
 }
 
 // FrameWriter writes frames; it is safe for concurrent use.

@@ -1,0 +1,102 @@
+package inside
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+)
+
+// kernelCall runs code in the harness init's python kernel.
+func (h *initHarness) kernelCall(code, timeout string, extra ...string) result {
+	h.t.Helper()
+	args := append([]string{"run", "--interp", "python3", "--code-ext", ".py", "--timeout", timeout, "--max-output", "100000", "--kernel", "python"}, extra...)
+	return runHelper(h.t, codeStdin(code, nil), h.env, append(args, "--")...)
+}
+
+func needPython(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on PATH") // the e2e tests run it in the image
+	}
+}
+
+// TestKernelState: a kernel keeps state between calls; the last
+// expression is the result; output streams; an exception is exit 1.
+func TestKernelState(t *testing.T) {
+	t.Parallel()
+	needPython(t)
+	h := newInitHarness(t, "--idle-ttl", "0")
+	if r := h.kernelCall("x = 41\nprint('set')", "10s"); r.status.ExitCode != 0 || string(r.stdout) != "set\n" || r.status.Result != nil || r.status.KernelRestarted {
+		t.Fatalf("first call: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	r := h.kernelCall("import asyncio\nawait asyncio.sleep(0)\nx + 1", "10s")
+	if r.status.ExitCode != 0 || r.status.Result == nil || *r.status.Result != "42" {
+		t.Fatalf("second call: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	r = h.kernelCall("1/0", "10s")
+	if r.status.ExitCode != 1 || !strings.Contains(string(r.stderr), "ZeroDivisionError") || strings.Contains(string(r.stderr), "kernel") {
+		t.Fatalf("exception: %+v %q", r.status, r.stderr)
+	}
+	// Interrupted within the grace: 124, the state stays.
+	r = h.kernelCall("import time\ntime.sleep(30)", "500ms")
+	if r.status.ExitCode != 124 || !r.status.TimedOut || r.status.StateLost || !strings.Contains(string(r.stderr), "KeyboardInterrupt") {
+		t.Fatalf("interrupted: %+v %q", r.status, r.stderr)
+	}
+	if r = h.kernelCall("x", "10s"); r.status.Result == nil || *r.status.Result != "41" || r.status.KernelRestarted {
+		t.Fatalf("after the interrupt: %+v %q", r.status, r.stderr)
+	}
+	// Deaf to the interrupt: killed, state lost.
+	start := time.Now()
+	r = h.kernelCall("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)", "500ms")
+	if r.status.ExitCode != 124 || !r.status.KernelRestarted || !r.status.StateLost || time.Since(start) > 8*time.Second {
+		t.Fatalf("killed: %+v %q after %v", r.status, r.stderr, time.Since(start))
+	}
+	if r = h.kernelCall("'x' in globals()", "10s"); r.status.Result == nil || *r.status.Result != "False" || !r.status.KernelRestarted {
+		t.Fatalf("after the kill: %+v %q", r.status, r.stderr)
+	}
+	// The code kills its kernel: that call says so, the next is fresh.
+	r = h.kernelCall("y = 1\nimport os\nos._exit(3)", "10s")
+	if r.status.ExitCode != 3 || r.status.ErrorCode != "kernel_died" || !r.status.StateLost {
+		t.Fatalf("os._exit: %+v %q", r.status, r.stderr)
+	}
+	if r = h.kernelCall("'y' in globals()", "10s"); r.status.Result == nil || *r.status.Result != "False" || !r.status.KernelRestarted {
+		t.Fatalf("after os._exit: %+v %q", r.status, r.stderr)
+	}
+	// Reset.
+	h.kernelCall("z = 1", "10s")
+	if r = h.kernelCall("'z' in globals()", "10s", "--kernel-reset"); r.status.Result == nil || *r.status.Result != "False" || r.status.ExitCode != 0 {
+		t.Fatalf("reset: %+v %q", r.status, r.stderr)
+	}
+	_ = wire.KernelPython
+}
+
+// TestKernelNode: the node kernel keeps state; a returned Promise is
+// awaited; top-level await works; process.exit is a death the next call
+// reports.
+func TestKernelNode(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no node on PATH") // the e2e tests run it in the image
+	}
+	h := newInitHarness(t, "--idle-ttl", "0")
+	call := func(code string) result {
+		return runHelper(t, codeStdin(code, nil), h.env, "run", "--interp", "node", "--code-ext", ".js", "--timeout", "10s", "--max-output", "100000", "--kernel", "node", "--")
+	}
+	if r := call("var x = 41; console.log('set')"); r.status.ExitCode != 0 || string(r.stdout) != "set\n" {
+		t.Fatalf("first call: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	if r := call("await new Promise(r => setTimeout(r, 10))\nx + 1"); r.status.Result == nil || *r.status.Result != "42" {
+		t.Fatalf("await: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	if r := call("Promise.resolve('p')"); r.status.Result == nil || *r.status.Result != "'p'" {
+		t.Fatalf("promise: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	if r := call("process.exit(4)"); r.status.ExitCode != 4 || !r.status.StateLost {
+		t.Fatalf("exit: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+	if r := call("typeof x"); r.status.Result == nil || *r.status.Result != "'undefined'" || !r.status.KernelRestarted {
+		t.Fatalf("after exit: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+}
