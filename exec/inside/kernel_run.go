@@ -303,7 +303,7 @@ func runKernel(opts runOptions, interp string, code []byte, out *output, reg *re
 			if why == "" {
 				why = "it died"
 			}
-			st.ErrorCode = "kernel_died"
+			st.ErrorCode = wire.ErrKernelDied
 			st.Error = fmt.Sprintf("the %s kernel ended during the call (%s): its state is lost; the next call starts a fresh kernel", opts.kernel, why)
 			if st.OOMKilled {
 				st.Error = fmt.Sprintf("the %s kernel ran out of memory and was killed: its state is lost; the next call starts a fresh kernel", opts.kernel)
@@ -317,7 +317,6 @@ func runKernel(opts runOptions, interp string, code []byte, out *output, reg *re
 		st.KernelRestarted, st.StateLost = true, true
 		if st.Error == "" {
 			st.Error = "the kernel was restarted, its state is lost: " + l.why
-			st.ErrorCode = "kernel_restarted"
 		}
 	}
 	if stopped != nil {

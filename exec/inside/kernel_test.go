@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // kernelCall runs code in the harness init's python kernel.
@@ -18,7 +19,7 @@ func (h *initHarness) kernelCall(code, timeout string, extra ...string) result {
 
 func needPython(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3 on PATH") // the e2e tests run it in the image
+		testenv.Skip(t, "no python3 on this host") // the e2e tests run it in the image
 	}
 }
 
@@ -78,7 +79,7 @@ func TestKernelState(t *testing.T) {
 func TestKernelNode(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no node on PATH") // the e2e tests run it in the image
+		testenv.Skip(t, "no node on this host") // the e2e tests run it in the image
 	}
 	h := newInitHarness(t, "--idle-ttl", "0")
 	call := func(code string) result {

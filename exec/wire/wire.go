@@ -71,6 +71,11 @@ const (
 	// (its SHA-256 differs): other code of the sandbox wrote into the run's
 	// stdin (gVisor); nothing ran.
 	ErrStreamTampered = "stream_tampered"
+	// ErrKernelDied: the kernel of an `exec --kernel` call ended during
+	// the call (its code exited or was killed, out of memory, a signal):
+	// its state is lost, and the next call starts a fresh kernel. The
+	// output up to then was sent.
+	ErrKernelDied = "kernel_died"
 )
 
 // RunStatus ends every `sandbox-helper run`.

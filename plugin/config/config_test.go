@@ -142,6 +142,8 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"copy_max_size","value":2147483648,"source":"default"},` +
 		`{"key":"copy_max_file_size","value":0,"source":"default"},` +
 		`{"key":"copy_max_entries","value":1000000,"source":"default"},` +
+		`{"key":"kernel","value":false,"source":"default"},` +
+		`{"key":"kernel_reset","value":false,"source":"default"},` +
 		`{"key":"scope.u1","value":{"allow":["pypi.org"],"allow_cidrs":[],"allow_ports":[]},"source":"user file /u/config.toml:4"}]`
 	if d := cmp.Diff(want, string(b)); d != "" {
 		t.Errorf("Entries JSON (-want +got):\n%s", d)
@@ -287,7 +289,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, scope.NAME, lang.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, kernel, kernel_reset, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string

@@ -59,6 +59,12 @@ var keyTable = []keyDesc{
 	newKey("copy_max_entries", int64Kind, 1_000_000, between(1, 1<<40, formatInt[int64]), func(c *Config) *int64 { return &c.CopyMaxEntries }, lowerOnly[int64]()).
 		withFlag(FlagsCopy, "max-entries", "", "Stop the copy at more entries (files, folders, links) than this (default: copy_max_entries, 1000000)").
 		withFlagType("int64"),
+	newKey("kernel", boolKind, false, anyBool, func(c *Config) *bool { return &c.Kernel }, anyValue[bool]()).
+		withFlag(FlagsRun, "kernel", "", "Run the code in the sandbox's long-lived kernel of its language (python, node): state persists between calls, the last expression's value is printed").
+		withBoolFlag(),
+	newKey("kernel_reset", boolKind, false, anyBool, func(c *Config) *bool { return &c.KernelReset }, anyValue[bool]()).
+		withFlag(FlagsRun, "kernel-reset", "", "Restart the kernel (its state is lost) before the code; implies --kernel").
+		withBoolFlag(),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
@@ -200,6 +206,27 @@ var stringKind = kind[string]{
 	show:  strconv.Quote,
 	entry: identity[string],
 }
+
+var boolKind = kind[bool]{
+	name: "boolean",
+	parse: func(s string) (bool, *problem) {
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return false, &problem{pred: "is not a boolean (true or false)"}
+		}
+		return b, nil
+	},
+	decode: func(v any) (bool, *problem) {
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+		return false, wrongType("a boolean", v)
+	},
+	show:  strconv.FormatBool,
+	entry: identity[bool],
+}
+
+func anyBool(bool) *problem { return nil }
 
 var durationKind = kind[time.Duration]{
 	name:  "duration",

@@ -69,6 +69,8 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"copy_max_size":      {`"1g"`, `"4g"`},
 	"copy_max_file_size": {`"1g"`, ""}, // the default is 0 (unlimited): any value narrows
 	"copy_max_entries":   {`1000`, `2000000`},
+	"kernel":             {`true`, ""},
+	"kernel_reset":       {`true`, ""},
 }
 
 // Every key states a rule, and the rule does what it says over the
