@@ -1,7 +1,9 @@
 package inside
 
 import (
+	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +101,43 @@ func TestKernelNode(t *testing.T) {
 	}
 	if r := call("typeof x"); r.status.Result == nil || *r.status.Result != "'undefined'" || !r.status.KernelRestarted {
 		t.Fatalf("after exit: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
+}
+
+// TestKernelOneAtATime: calls to one kernel never interleave, and a call
+// that waits for the kernel longer than its timeout ends with 124 without
+// running.
+func TestKernelOneAtATime(t *testing.T) {
+	t.Parallel()
+	needPython(t)
+	h := newInitHarness(t, "--idle-ttl", "0")
+	h.kernelCall("import time, os\nlog = []", "10s")
+	running := filepath.Join(t.TempDir(), "running")
+	done := make(chan result, 4)
+	go func() {
+		done <- h.kernelCall(fmt.Sprintf("open(%q, 'w').close()\nlog.append('a'); time.sleep(1.5); log.append('a')", running), "10s")
+	}()
+	waitFile(t, h.ctx, running)
+	r := h.kernelCall("log.append('late')", "300ms")
+	if r.status.ExitCode != 124 || !r.status.TimedOut {
+		t.Fatalf("a call that waited past its timeout: %+v %q", r.status, r.stderr)
+	}
+	for _, c := range []string{"b", "c"} {
+		go func() {
+			done <- h.kernelCall(fmt.Sprintf("log.append(%q); time.sleep(0.1); log.append(%q)", c, c), "10s")
+		}()
+	}
+	for range 3 {
+		if r := <-done; r.status.ExitCode != 0 {
+			t.Fatalf("a call: %+v %q", r.status, r.stderr)
+		}
+	}
+	r = h.kernelCall("''.join(log)", "10s")
+	if r.status.Result == nil {
+		t.Fatalf("no result: %+v %q", r.status, r.stderr)
+	}
+	got := strings.Trim(*r.status.Result, "'")
+	if got != "aabbcc" && got != "aaccbb" {
+		t.Fatalf("calls interleaved or one ran that should not have: %q", got)
 	}
 }

@@ -3,6 +3,8 @@
 // ({"code": ..., "marker": ...}), one JSON line out ({"exit_code": N,
 // "result": inspected-or-null}). Output goes to fd 1 and fd 2; after each
 // call the marker is written to both, so that the caller knows it has it all.
+// Its names are kept in a function: the cells run in the global scope.
+(() => {
 'use strict';
 const vm = require('vm');
 const fs = require('fs');
@@ -74,3 +76,4 @@ async function serve(req) {
   for (const fd of [1, 2]) { try { fs.writeSync(fd, req.marker || ''); } catch (_) {} }
   sock.write(JSON.stringify({ exit_code: exitCode, result }) + '\n');
 }
+})();
