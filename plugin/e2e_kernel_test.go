@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -110,6 +111,24 @@ func TestKernelPython(t *testing.T) {
 		t.Fatalf("--kernel-reset:\n%s", r)
 	}
 
+	// inspect shows the live kernel.
+	r = sb(t, "inspect", scope+"/chat")
+	var ins []struct {
+		Helper struct {
+			Init struct {
+				Kernels []struct {
+					Lang  string `json:"lang"`
+					PID   int    `json:"pid"`
+					Calls int    `json:"calls"`
+				} `json:"kernels"`
+			} `json:"init"`
+		} `json:"helper"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &ins); err != nil || len(ins) != 1 || len(ins[0].Helper.Init.Kernels) != 1 ||
+		ins[0].Helper.Init.Kernels[0].Lang != "python" || ins[0].Helper.Init.Kernels[0].Calls != 1 {
+		t.Fatalf("inspect's kernels: %v %+v\n%s", err, ins, r)
+	}
+
 	// Stop kills the kernel: one lives before, none after.
 	if ps, err := kernelProcs(t, ctr); err != nil || len(ps) != 1 {
 		t.Fatalf("before stop: kernels %q (%v)", ps, err)
@@ -178,5 +197,25 @@ func TestKernelIdle(t *testing.T) {
 	wantCode(t, r, 125)
 	if !strings.Contains(r.Stderr, "--kernel runs python and node") || strings.Contains(r.Stdout, "hi") {
 		t.Fatalf("--kernel with sh:\n%s", r)
+	}
+}
+
+// TestKernelOOM: a kernel killed by the out-of-memory killer ends its call
+// with 137, oom_killed and kernel_died; the next call has a fresh kernel.
+func TestKernelOOM(t *testing.T) {
+	needE2E(t)
+	scope := newScope(t)
+	k := func(code string) (result, execJSON) {
+		t.Helper()
+		r := sb(t, "exec", "-s", scope, "--memory", "96m", "--kernel", "--lang", "python", "--format", "json", "-c", code)
+		return r, decodeExec(t, r)
+	}
+	k("keep = 1")
+	r, j := k("b = b'x' * (400 << 20)")
+	if r.Code != 137 || !j.OOMKilled || j.Error == nil || j.Error.Code != "kernel_died" || !j.StateLost {
+		t.Fatalf("out of memory in the kernel: %+v\n%s", j, r)
+	}
+	if r, j = k("'keep' in globals()"); j.Result == nil || *j.Result != "False" || !j.KernelRestarted {
+		t.Fatalf("after the OOM: %+v\n%s", j, r)
 	}
 }

@@ -351,6 +351,9 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 	case ev.req.Op == opKernelExit && ev.kind == "run":
 		s.kernelExit(ev)
 		return
+	case ev.req.Op == opKernelDone && ev.kind == "run":
+		s.kernelDone(ev)
+		return
 	case ev.req.Op == opRegister && (ev.kind == "run" || ev.kind == "fs"):
 		switch {
 		case s.draining(now):
@@ -534,7 +537,7 @@ func writeReply(c *net.UnixConn, rep ctlReply) error {
 }
 
 // serveLease serves a kernel lease's connection until it closes: each line
-// is an opKernelExit question.
+// is an opKernelExit question or the opKernelDone notice.
 func serveLease(c *net.UnixConn, pid int, kind string, events chan<- ctlEvent) {
 	r := bufio.NewReader(io.LimitReader(c, 1<<20))
 	for {
@@ -543,12 +546,16 @@ func serveLease(c *net.UnixConn, pid int, kind string, events chan<- ctlEvent) {
 			return
 		}
 		var req ctlRequest
-		if json.Unmarshal(line, &req) != nil || req.Op != opKernelExit {
+		if json.Unmarshal(line, &req) != nil || (req.Op != opKernelExit && req.Op != opKernelDone) {
 			return
 		}
 		reply := make(chan ctlReply, 1)
 		events <- ctlEvent{pid: pid, kind: kind, conn: c, req: req, reply: reply}
-		if writeLine(c, <-reply) != nil {
+		rep := <-reply
+		if req.Op == opKernelDone {
+			continue // no answer
+		}
+		if writeLine(c, rep) != nil {
 			return
 		}
 	}

@@ -40,6 +40,10 @@ const (
 	// opKernelExit, on a leased connection, asks how the leased kernel
 	// ended (not OK while it has not been reaped).
 	opKernelExit = "kernel-exit"
+	// opKernelDone, on a leased connection: the kernel finished the call
+	// (no reply). A lease that ends without it ends mid-call: PID 1 kills
+	// the kernel.
+	opKernelDone = "kernel-done"
 )
 
 // kernelArgv is how a kernel is started with interpreter interp.
@@ -88,6 +92,7 @@ type kernelSlot struct {
 	cur       *kernelProc // nil before the first start
 	holder    *net.UnixConn
 	holderPID int
+	clean     bool       // the holder said opKernelDone
 	queue     []ctlEvent // requests waiting for the lease, oldest first
 }
 
@@ -182,7 +187,7 @@ func (s *supervisor) grantKernel(lang string, slot *kernelSlot, ev ctlEvent) {
 	}
 	k.calls++
 	rep.OK, rep.KernelPID, rep.files = true, k.pid, files
-	slot.holder, slot.holderPID = ev.conn, ev.pid
+	slot.holder, slot.holderPID, slot.clean = ev.conn, ev.pid, false
 	ev.reply <- rep
 }
 
@@ -190,6 +195,9 @@ func (s *supervisor) grantKernel(lang string, slot *kernelSlot, ev ctlEvent) {
 func (s *supervisor) kernelReleased(conn *net.UnixConn) bool {
 	for lang, slot := range s.kernels {
 		if slot.holder == conn {
+			if !slot.clean && slot.cur != nil {
+				slot.cur.kill("its call's run ended during the call")
+			}
 			slot.holder, slot.holderPID = nil, 0
 			for len(slot.queue) > 0 && slot.holder == nil {
 				next := slot.queue[0]
@@ -220,6 +228,16 @@ func (s *supervisor) kernelExit(ev ctlEvent) {
 		}
 	}
 	ev.reply <- ctlReply{}
+}
+
+// kernelDone serves opKernelDone on a lease.
+func (s *supervisor) kernelDone(ev ctlEvent) {
+	for _, slot := range s.kernels {
+		if slot.holder == ev.conn {
+			slot.clean = true
+		}
+	}
+	ev.reply <- ctlReply{OK: true}
 }
 
 // kernelReaped records the end of a kernel PID 1 reaped.

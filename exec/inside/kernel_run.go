@@ -30,6 +30,7 @@ const (
 
 // kernelReply is what a kernel answers a call on its socket.
 type kernelReply struct {
+	Marker   string  `json:"marker"` // the call's, echoed
 	ExitCode int     `json:"exit_code"`
 	Result   *string `json:"result"`
 }
@@ -144,6 +145,14 @@ func parseRights(oob []byte) []*os.File {
 	return out
 }
 
+// done tells PID 1 that the kernel finished the call: a lease that ends
+// without it (its run was killed mid-call) makes PID 1 kill the kernel,
+// whose late answer must not reach the next call.
+func (l *kernelLease) done() {
+	_ = l.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = writeLine(l.conn, ctlRequest{Op: opKernelDone})
+}
+
 // exitOf asks PID 1 how the leased kernel ended, for up to wait.
 func (l *kernelLease) exitOf(wait time.Duration) (syscall.WaitStatus, string, bool) {
 	deadline := time.Now().Add(wait)
@@ -204,13 +213,21 @@ func runKernel(opts runOptions, interp string, code []byte, out *output, reg *re
 	replies := make(chan *kernelReply, 1)
 	go func() {
 		_, _ = l.sock.Write(append(req, '\n'))
-		line, err := bufio.NewReader(io.LimitReader(l.sock, kernelReplyMax)).ReadBytes('\n')
-		var rep kernelReply
-		if err != nil || json.Unmarshal(line, &rep) != nil {
-			replies <- nil
-			return
+		br := bufio.NewReader(io.LimitReader(l.sock, kernelReplyMax))
+		for {
+			line, err := br.ReadBytes('\n')
+			var rep kernelReply
+			if err != nil || json.Unmarshal(line, &rep) != nil {
+				replies <- nil
+				return
+			}
+			// A reply to an earlier call (whose caller was killed) is
+			// not this call's.
+			if rep.Marker == marker {
+				replies <- &rep
+				return
+			}
 		}
-		replies <- &rep
 	}()
 	// A kernel that dies with descendants holding its socket gives no EOF.
 	died := make(chan struct{})
@@ -278,8 +295,10 @@ func runKernel(opts runOptions, interp string, code []byte, out *output, reg *re
 		killed = true
 	}
 	if gotReply {
-		// Its output up to the marker, then the status.
+		// Its output up to the marker, then the status; the kernel is
+		// idle: the lease ends cleanly.
 		waitPumps(&pumps, l, drainTimeout)
+		l.done()
 		st.ExitCode, st.Result = rep.ExitCode, rep.Result
 		if st.Result != nil && int64(len(*st.Result)) > opts.maxOutput {
 			r := (*st.Result)[:opts.maxOutput]

@@ -1,10 +1,13 @@
 package inside
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,5 +142,84 @@ func TestKernelOneAtATime(t *testing.T) {
 	got := strings.Trim(*r.status.Result, "'")
 	if got != "aabbcc" && got != "aaccbb" {
 		t.Fatalf("calls interleaved or one ran that should not have: %q", got)
+	}
+}
+
+// TestPumpUntil: the output before the marker is framed, wherever reads
+// split it, at most limit bytes; what follows the marker is not.
+func TestPumpUntil(t *testing.T) {
+	const marker = "\x1eMARK\x1e"
+	for _, tc := range []struct {
+		name, in string
+		chunk    int
+		limit    int64
+		want     string
+		trunc    bool
+	}{
+		{"whole", "hello\n" + marker + "after", 1 << 10, 100, "hello\n", false},
+		{"byte by byte", "hel\x1elo\n" + marker + "after", 1, 100, "hel\x1elo\n", false},
+		{"split marker", "abc" + marker, 5, 100, "abc", false},
+		{"capped", "0123456789" + marker, 3, 4, "0123", true},
+		{"no marker, EOF", "partial\x1eMA", 2, 100, "partial\x1eMA", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			go func() {
+				defer w.Close()
+				for b := []byte(tc.in); len(b) > 0; {
+					n := min(tc.chunk, len(b))
+					if _, err := w.Write(b[:n]); err != nil {
+						return
+					}
+					b = b[n:]
+					time.Sleep(time.Millisecond) // separate reads, not synchronisation
+				}
+			}()
+			var buf bytes.Buffer
+			out := newOutput(&buf)
+			var trunc atomic.Bool
+			pumpUntil(out, wire.Stdout, r, marker, tc.limit, &trunc)
+			var got []byte
+			fr := wire.NewFrameReader(&buf)
+			for {
+				typ, p, err := fr.Next()
+				if err != nil {
+					break
+				}
+				if typ == wire.Stdout {
+					got = append(got, p...)
+				}
+			}
+			if string(got) != tc.want || trunc.Load() != tc.trunc {
+				t.Fatalf("got %q (truncated %v), want %q (%v)", got, trunc.Load(), tc.want, tc.trunc)
+			}
+		})
+	}
+}
+
+// TestKernelCallerKilled: a run killed during its kernel call (PID 1 kills
+// hung or stopped wrappers) takes the kernel with it: the kernel's late
+// answer never reaches the next call, which starts a fresh kernel.
+func TestKernelCallerKilled(t *testing.T) {
+	t.Parallel()
+	needPython(t)
+	h := newInitHarness(t, "--idle-ttl", "0")
+	running := filepath.Join(t.TempDir(), "running")
+	cmd := helperCommand(t, h.ctx, h.env, "run", "--interp", "python3", "--code-ext", ".py", "--timeout", "30s", "--max-output", "1000", "--kernel", "python", "--")
+	code := fmt.Sprintf("x = 1\nimport time\nopen(%q, 'w').close()\ntime.sleep(1)\nprint('late')\n'late result'", running)
+	cmd.Stdin = bytes.NewReader(codeStdin(code, nil))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, h.ctx, running)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	r := h.kernelCall("'x' in globals()", "10s")
+	if r.status.Result == nil || *r.status.Result != "False" || !r.status.KernelRestarted || strings.Contains(string(r.stdout), "late") {
+		t.Fatalf("the call after a killed caller: %+v %q", r.status, r.stdout)
 	}
 }

@@ -74,6 +74,6 @@ async function serve(req) {
   }
   interrupt = null;
   for (const fd of [1, 2]) { try { fs.writeSync(fd, req.marker || ''); } catch (_) {} }
-  sock.write(JSON.stringify({ exit_code: exitCode, result }) + '\n');
+  sock.write(JSON.stringify({ marker: req.marker || '', exit_code: exitCode, result }) + '\n');
 }
 })();

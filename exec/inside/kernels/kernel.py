@@ -77,4 +77,4 @@ while True:
             os.write(fd, m)
         except OSError:
             pass
-    _sock.sendall((json.dumps({"exit_code": code, "result": result}) + "\n").encode())
+    _sock.sendall((json.dumps({"marker": req.get("marker", ""), "exit_code": code, "result": result}) + "\n").encode())
