@@ -99,6 +99,17 @@ func TestKernelNode(t *testing.T) {
 	if r := call("Promise.resolve('p')"); r.status.Result == nil || *r.status.Result != "'p'" {
 		t.Fatalf("promise: %+v %q %q", r.status, r.stdout, r.stderr)
 	}
+	// Interrupted at the timeout, a busy loop or a pending await: the
+	// state stays.
+	for _, code := range []string{"while (true) {}", "await new Promise(() => {})"} {
+		r := runHelper(t, codeStdin(code, nil), h.env, "run", "--interp", "node", "--code-ext", ".js", "--timeout", "300ms", "--max-output", "100000", "--kernel", "node", "--")
+		if r.status.ExitCode != 124 || r.status.StateLost || r.status.KernelRestarted {
+			t.Fatalf("%s at the timeout: %+v %q", code, r.status, r.stderr)
+		}
+	}
+	if r := call("x"); r.status.Result == nil || *r.status.Result != "41" {
+		t.Fatalf("state after the interrupts: %+v %q %q", r.status, r.stdout, r.stderr)
+	}
 	if r := call("process.exit(4)"); r.status.ExitCode != 4 || !r.status.StateLost {
 		t.Fatalf("exit: %+v %q %q", r.status, r.stdout, r.stderr)
 	}
