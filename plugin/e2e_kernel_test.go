@@ -219,3 +219,52 @@ func TestKernelOOM(t *testing.T) {
 		t.Fatalf("after the OOM: %+v\n%s", j, r)
 	}
 }
+
+// TestKernelHostile: other code of the sandbox (a plain exec, same user)
+// cannot trace the python kernel (non-dumpable), and what it can do (stop
+// it, kill it) never hangs a kernel call or makes it report a state it
+// does not have: a stopped kernel times out (124) and is replaced, a
+// killed one is replaced at the next call, which says so.
+func TestKernelHostile(t *testing.T) {
+	needE2E(t)
+	scope := newScope(t)
+	k := func(extra ...string) (result, execJSON) {
+		t.Helper()
+		r := sb(t, append([]string{"exec", "-s", scope, "--kernel", "--lang", "python", "--format", "json"}, extra...)...)
+		return r, decodeExec(t, r)
+	}
+	// other signals the kernels (found by their command line) from a plain exec.
+	other := func(sig string) result {
+		t.Helper()
+		code := fmt.Sprintf(`import os, signal
+n = 0
+for p in os.listdir('/proc'):
+    if not p.isdigit(): continue
+    try: cmd = open('/proc/%%s/cmdline' %% p, 'rb').read()
+    except OSError: continue
+    if b'\0-u\0-c\0' in cmd:
+        n += 1
+        try:
+            open('/proc/%%s/mem' %% p, 'rb').read(1)
+            print('read the kernel memory')
+        except OSError: pass
+        os.kill(int(p), signal.%s)
+print(n)`, sig)
+		return sb(t, "exec", "-s", scope, "--lang", "python", "-c", code)
+	}
+	k("-c", "x = 1")
+	if r := other("SIGSTOP"); r.Stdout != "1\n" {
+		t.Fatalf("stopping the kernel from a plain exec:\n%s", r)
+	}
+	r, j := k("--timeout", "1s", "-c", "x")
+	if r.Code != 124 || !j.TimedOut || !j.KernelRestarted || !j.StateLost || j.Result != nil || r.Elapsed > 15*time.Second {
+		t.Fatalf("a call to a stopped kernel: %+v\n%s", j, r)
+	}
+	k("-c", "x = 2")
+	if r := other("SIGKILL"); r.Stdout != "1\n" {
+		t.Fatalf("killing the kernel from a plain exec:\n%s", r)
+	}
+	if r, j = k("-c", "'x' in globals()"); j.Result == nil || *j.Result != "False" || !j.KernelRestarted {
+		t.Fatalf("a call after the kernel was killed: %+v\n%s", j, r)
+	}
+}
