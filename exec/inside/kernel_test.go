@@ -234,3 +234,58 @@ func TestKernelCallerKilled(t *testing.T) {
 		t.Fatalf("the call after a killed caller: %+v %q", r.status, r.stdout)
 	}
 }
+
+// FuzzPumpUntil: whatever the output and however the reads split it, the
+// pump frames exactly what precedes the first marker, capped.
+func FuzzPumpUntil(f *testing.F) {
+	const marker = "\x1eMARK\x1e"
+	f.Add([]byte("hello\n\x1eMARK\x1eafter"), uint8(3), uint8(100))
+	f.Add([]byte("\x1e\x1eMARK\x1eMARK\x1e"), uint8(1), uint8(2))
+	f.Add([]byte("no marker \x1eMAR"), uint8(7), uint8(5))
+	f.Fuzz(func(t *testing.T, in []byte, chunk, limit uint8) {
+		if chunk == 0 {
+			chunk = 1
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		go func() {
+			defer w.Close()
+			for b := in; len(b) > 0; {
+				n := min(int(chunk), len(b))
+				if _, err := w.Write(b[:n]); err != nil {
+					return
+				}
+				b = b[n:]
+			}
+		}()
+		var buf bytes.Buffer
+		var trunc atomic.Bool
+		pumpUntil(newOutput(&buf), wire.Stdout, r, marker, int64(limit), &trunc)
+		want := in
+		if i := bytes.Index(in, []byte(marker)); i >= 0 {
+			want = in[:i]
+		}
+		wantTrunc := len(want) > int(limit)
+		if wantTrunc {
+			want = want[:limit]
+		}
+		var got []byte
+		fr := wire.NewFrameReader(&buf)
+		for {
+			typ, p, err := fr.Next()
+			if err != nil {
+				break
+			}
+			if typ != wire.Stdout {
+				t.Fatalf("frame type %d", typ)
+			}
+			got = append(got, p...)
+		}
+		if !bytes.Equal(got, want) || trunc.Load() != wantTrunc {
+			t.Fatalf("got %q (truncated %v), want %q (%v)", got, trunc.Load(), want, wantTrunc)
+		}
+	})
+}
