@@ -198,6 +198,11 @@ func TestKernelIdle(t *testing.T) {
 	if !strings.Contains(r.Stderr, "--kernel runs python and node") || strings.Contains(r.Stdout, "hi") {
 		t.Fatalf("--kernel with sh:\n%s", r)
 	}
+	// kernel = true in the configuration: sh runs as usual.
+	r = sbRun(t, run{args: []string{"exec", "-s", scope, "--lang", "sh", "-c", "echo hi"}, env: []string{"DOCKER_SANDBOX_KERNEL=true"}})
+	if r.Code != 0 || r.Stdout != "hi\n" {
+		t.Fatalf("sh with kernel = true configured:\n%s", r)
+	}
 }
 
 // TestKernelOOM: a kernel killed by the out-of-memory killer ends its call

@@ -143,7 +143,12 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 
 	useKernel := c.Kernel || c.KernelReset
 	if _, ok := sbexec.KernelOf(lang); useKernel && !ok {
-		return core.Errorf(core.CodeBadFlag, "--kernel runs python and node code, not %s: drop --kernel, or choose --lang python or --lang node", lang.Name)
+		// Asked for on the command line: an error; by the configuration
+		// (kernel = true): python and node only, other code runs as usual.
+		if cmd.Flags().Changed("kernel") || cmd.Flags().Changed("kernel-reset") {
+			return core.Errorf(core.CodeBadFlag, "--kernel runs python and node code, not %s: drop --kernel, or choose --lang python or --lang node", lang.Name)
+		}
+		useKernel = false
 	}
 	if useKernel && len(src.args) > 0 {
 		return core.Errorf(core.CodeBadFlag, "--kernel takes no program arguments (got %q): the kernel runs code, not a program", src.args)
