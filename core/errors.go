@@ -39,7 +39,10 @@ const (
 	CodeDiskLimit = "disk_limit"
 	// CodeLifetimeReached: the sandbox reached its --max-lifetime during the
 	// run; it was removed (its data stays).
-	CodeLifetimeReached    = "lifetime_reached"
+	CodeLifetimeReached = "lifetime_reached"
+	// CodeKernelDied: the kernel of an exec --kernel call ended during the
+	// call; its state is lost and the next call starts a fresh one.
+	CodeKernelDied         = "kernel_died"
 	CodeNotFound           = "not_found"
 	CodeFileNotFound       = "file_not_found"
 	CodeInterpreterMissing = "interpreter_not_found"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Language describes how the helper runs code of one language.
@@ -165,4 +166,19 @@ func shebangProgram(code []byte) string {
 		prog = path.Base(f[0])
 	}
 	return prog
+}
+
+// KernelOf names the kernel (exec --kernel) of a language: the built-in
+// python and node have one, other languages none.
+func KernelOf(l Language) (string, bool) {
+	if b, ok := languages[l.Name]; !ok || !slices.Equal(b.Interps, l.Interps) {
+		return "", false
+	}
+	switch l.Name {
+	case "python":
+		return wire.KernelPython, true
+	case "node":
+		return wire.KernelNode, true
+	}
+	return "", false
 }

@@ -105,6 +105,15 @@ type HelperStatus struct {
 		OverLimit   bool       `json:"over_limit"`
 		Expires     *time.Time `json:"expires,omitempty"`
 		Killed      int        `json:"killed"` // processes PID 1 killed (orphans, stopped or hung wrappers)
+		// Kernels are the live kernels (exec --kernel).
+		Kernels []struct {
+			Lang     string    `json:"lang"`
+			PID      int       `json:"pid"`
+			Started  time.Time `json:"started"`
+			Calls    int       `json:"calls"`
+			RSSBytes int64     `json:"rss_bytes,omitempty"`
+			Busy     bool      `json:"busy"`
+		} `json:"kernels,omitempty"`
 	} `json:"init"`
 }
 

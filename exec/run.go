@@ -67,6 +67,10 @@ type Request struct {
 	Stdin     io.Reader // the program's stdin; nil for none
 	Stdout    io.Writer
 	Stderr    io.Writer
+	// Kernel runs the code in the sandbox's kernel of Lang (KernelOf):
+	// its state persists between calls; KernelReset restarts it first.
+	Kernel      bool
+	KernelReset bool
 	// otherRuntime: the sandbox runs under a runtime other than the
 	// engine's default (set by Run): its run is watched (runWatch) and its
 	// status checked against the engine's exit code of the wrapper's exec
@@ -308,6 +312,10 @@ func HelperCommand(spec Spec, req Request, token string) []string {
 		a.Interps, a.Args = req.Args[:1], req.Args[1:]
 	} else {
 		a.Interps, a.InterpArgs, a.CodeExt, a.Args = req.Lang.Interps, req.Lang.InterpArgs, req.Lang.Ext, req.Args
+	}
+	if req.Kernel {
+		a.Kernel, _ = KernelOf(req.Lang)
+		a.KernelReset = req.KernelReset
 	}
 	return append([]string{core.HelperPath}, a.Argv()...)
 }

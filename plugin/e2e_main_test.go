@@ -244,6 +244,9 @@ type execJSON struct {
 	StderrTruncated  bool    `json:"stderr_truncated"`
 	DurationMS       int64   `json:"duration_ms"`
 	Created          bool    `json:"created"`
+	Result           *string `json:"result"`
+	KernelRestarted  bool    `json:"kernel_restarted"`
+	StateLost        bool    `json:"state_lost"`
 	Error            *struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`

@@ -91,8 +91,16 @@ type execJSON struct {
 	StderrTruncated  bool   `json:"stderr_truncated"`
 	DurationMS       int64  `json:"duration_ms"`
 	Created          bool   `json:"created"`
+	// Kernel calls (--kernel) only: the value of the last expression
+	// (result), whether this call started a fresh kernel or killed it
+	// (kernel_restarted), and whether the kernel's state is gone
+	// (state_lost).
+	Result          *string `json:"result,omitempty"`
+	KernelRestarted bool    `json:"kernel_restarted,omitempty"`
+	StateLost       bool    `json:"state_lost,omitempty"`
 	// Error is set when the sandbox stopped the program (disk_limit,
-	// lifetime_reached): the output up to then is above.
+	// lifetime_reached) or its kernel died (kernel_died): the output up to
+	// then is above.
 	Error *errorBody `json:"error,omitempty"`
 }
 
@@ -134,6 +142,19 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return err
 	}
 
+	useKernel := c.Kernel || c.KernelReset
+	if _, ok := sbexec.KernelOf(lang); useKernel && !ok {
+		// Asked for on the command line: an error; by the configuration
+		// (kernel = true): python and node only, other code runs as usual.
+		if cmd.Flags().Changed("kernel") || cmd.Flags().Changed("kernel-reset") {
+			return core.Errorf(core.CodeBadFlag, "--kernel runs python and node code, not %s: drop --kernel, or choose --lang python or --lang node", lang.Name)
+		}
+		useKernel = false
+	}
+	if useKernel && len(src.args) > 0 {
+		return core.Errorf(core.CodeBadFlag, "--kernel takes no program arguments (got %q): the kernel runs code, not a program", src.args)
+	}
+
 	b := builder(dockerCli, c)
 	spec := sandboxSpec(c, b, target)
 	jsonMode := o.format != ""
@@ -142,6 +163,10 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		Lang: lang, Code: src.code, Args: src.args, Env: env, Workdir: workdir,
 		Timeout: c.Timeout, MaxOutput: c.MaxOutput, Stdin: src.stdin,
 		Stdout: dockerCli.Out(), Stderr: dockerCli.Err(),
+		Kernel: useKernel, KernelReset: c.KernelReset,
+	}
+	if useKernel {
+		req.Stdin = nil // a kernel reads no standard input
 	}
 	if jsonMode {
 		req.Stdout, req.Stderr = &outBuf, &errBuf
@@ -193,7 +218,7 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	}
 	r := execOutcome{c: c, spec: spec, lang: lang, res: res, removed: removed, runtime: ranUnder, ctrID: ctrID, stdout: outBuf.String(), stderr: errBuf.String()}
 	if !jsonMode {
-		return r.reportPlain(dockerCli.Err())
+		return r.reportPlain(dockerCli.Out(), dockerCli.Err())
 	}
 	return r.reportJSON(dockerCli.Out(), o.format)
 }
@@ -331,6 +356,8 @@ func (r *execOutcome) stopped() (stoppedBy *errorBody, err error) {
 			code = core.CodeLifetimeReached
 		}
 		return &errorBody{Code: code, Message: st.Error}, nil
+	case wire.ErrKernelDied:
+		return &errorBody{Code: core.CodeKernelDied, Message: st.Error}, nil
 	case wire.ErrInterpreterNotFound, wire.ErrInterpreterNoExec:
 		code := core.CodeInterpreterMissing
 		if st.ErrorCode == wire.ErrInterpreterNoExec {
@@ -350,17 +377,26 @@ func (r *execOutcome) exit() error {
 	return nil
 }
 
-// reportPlain reports the run when the output streamed: why the sandbox stopped
-// the program, if it did, on errOut.
-func (r *execOutcome) reportPlain(errOut io.Writer) error {
+// reportPlain reports the run when the output streamed: a kernel's result
+// on out, why the sandbox stopped the program, if it did, on errOut.
+func (r *execOutcome) reportPlain(out, errOut io.Writer) error {
 	stoppedBy, err := r.stopped()
 	if err != nil {
 		return err
 	}
 	st := r.res.Status
+	if st.Result != nil {
+		fmt.Fprintln(out, *st.Result)
+	}
 	switch {
 	case stoppedBy != nil:
 		fmt.Fprintf(errOut, "docker sandbox: %s\n", stoppedBy.Message)
+	case st.TimedOut && st.StateLost:
+		fmt.Fprintf(errOut, "docker sandbox: killed at --timeout %s: the kernel did not stop when interrupted, it was restarted and its state is lost\n", r.c.Timeout)
+	case st.TimedOut && (r.c.Kernel || r.c.KernelReset):
+		fmt.Fprintf(errOut, "docker sandbox: interrupted at --timeout %s; the kernel keeps its state\n", r.c.Timeout)
+	case st.KernelRestarted && st.Error != "":
+		fmt.Fprintf(errOut, "docker sandbox: %s\n", st.Error)
 	case st.TimedOut:
 		fmt.Fprintf(errOut, "docker sandbox: killed at --timeout %s\n", r.c.Timeout)
 	case st.OOMKilled && r.res.SandboxRestarted:
@@ -390,6 +426,7 @@ func (r *execOutcome) reportJSON(out io.Writer, format string) error {
 		Stdout: r.stdout, Stderr: r.stderr,
 		StdoutTruncated: st.StdoutTruncated, StderrTruncated: st.StderrTruncated,
 		DurationMS: res.Duration.Milliseconds(), Created: res.Created, Error: stoppedBy,
+		Result: st.Result, KernelRestarted: st.KernelRestarted, StateLost: st.StateLost,
 	}
 	if st.Signal != 0 {
 		s := signalName(st.Signal)

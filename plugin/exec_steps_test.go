@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,10 +73,10 @@ func TestExecOutcome(t *testing.T) {
 		return &execOutcome{c: config.Default(), spec: sbexec.Spec{Settings: core.Settings{Image: "img:1"}}, res: sbexec.Result{Status: st}}
 	}
 	var b strings.Builder
-	if err := out(wire.RunStatus{ExitCode: 3, TimedOut: true}).reportPlain(&b); err != (cli.StatusError{StatusCode: 3}) || b.String() != "docker sandbox: killed at --timeout 1m0s\n" {
+	if err := out(wire.RunStatus{ExitCode: 3, TimedOut: true}).reportPlain(io.Discard, &b); err != (cli.StatusError{StatusCode: 3}) || b.String() != "docker sandbox: killed at --timeout 1m0s\n" {
 		t.Errorf("timeout: %v %q", err, b.String())
 	}
-	err := out(wire.RunStatus{ErrorCode: wire.ErrInterpreterNotFound, Error: "python3 not found", ExitCode: 127}).reportPlain(&b)
+	err := out(wire.RunStatus{ErrorCode: wire.ErrInterpreterNotFound, Error: "python3 not found", ExitCode: 127}).reportPlain(io.Discard, &b)
 	if e := core.AsError(err); e.Code != core.CodeInterpreterMissing || e.Exit != 127 || !strings.Contains(e.Message, "(image img:1)") {
 		t.Errorf("interpreter missing: %+v", e)
 	}
@@ -83,7 +84,19 @@ func TestExecOutcome(t *testing.T) {
 	if err != nil || stoppedBy == nil || stoppedBy.Code != core.CodeLifetimeReached {
 		t.Errorf("lifetime: %+v %v", stoppedBy, err)
 	}
-	if err := out(wire.RunStatus{}).reportPlain(&b); err != nil {
+	if err := out(wire.RunStatus{}).reportPlain(io.Discard, &b); err != nil {
 		t.Errorf("success: %v", err)
+	}
+	// A kernel call: the result on stdout, a kernel's death on stderr as
+	// a stop with its error object.
+	res := "42"
+	var o, e strings.Builder
+	if err := out(wire.RunStatus{Result: &res, KernelRestarted: true, StateLost: true, Error: "the kernel was restarted"}).reportPlain(&o, &e); err != nil ||
+		o.String() != "42\n" || e.String() != "docker sandbox: the kernel was restarted\n" {
+		t.Errorf("kernel result: %v %q %q", err, o.String(), e.String())
+	}
+	stoppedBy, err = out(wire.RunStatus{ErrorCode: wire.ErrKernelDied, Error: "died", ExitCode: 3}).stopped()
+	if err != nil || stoppedBy == nil || stoppedBy.Code != core.CodeKernelDied {
+		t.Errorf("kernel died: %+v %v", stoppedBy, err)
 	}
 }

@@ -536,6 +536,7 @@ declare -A FUZZ_COUNTS=(
 	[./core:FuzzObjectNames]=60000
 	[./exec/wire:FuzzFrameReader]=200000
 	[./exec/wire:FuzzParseArgv]=60000
+	[./exec/inside:FuzzPumpUntil]=60000
 	[./plugin/config:FuzzKeyLines]=30000
 	[./egress/iprules:FuzzClassify]=200000
 	[./egress/policy:FuzzParseHost]=150000

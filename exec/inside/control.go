@@ -64,6 +64,14 @@ type ctlRequest struct {
 	Op string `json:"op"`
 	// Token is opSignal's run to stop, and opDrain's/opUndrain's holder.
 	Token string `json:"token,omitempty"`
+	// opKernel: the kernel (wire.KernelPython, ...), and, to start it,
+	// the run's interpreter, working directory and environment; Reset
+	// restarts it first.
+	Kernel  string   `json:"kernel,omitempty"`
+	Interp  string   `json:"interp,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Reset   bool     `json:"reset,omitempty"`
 }
 
 // ctlReply is PID 1's answer to a request.
@@ -75,6 +83,16 @@ type ctlReply struct {
 	Message string `json:"message,omitempty"`
 	// Status, for opStatus.
 	Status *initStatus `json:"status,omitempty"`
+	// opKernel: the kernel's pid; Restarted: a kernel had run before and
+	// this one is fresh (Why says what became of the previous one).
+	KernelPID int    `json:"kernel_pid,omitempty"`
+	Restarted bool   `json:"restarted,omitempty"`
+	Why       string `json:"why,omitempty"`
+	// opKernelExit: the ended kernel's wait status.
+	WaitStatus *uint32 `json:"wait_status,omitempty"`
+	// files go with the reply (SCM_RIGHTS): a kernel's stdout, stderr and
+	// socket, for opKernel. The writer closes them.
+	files []*os.File
 }
 
 // ctlNotice is a message PID 1 sends a registered run.
@@ -85,16 +103,17 @@ type ctlNotice struct {
 
 // initStatus is what PID 1 tells `sandbox-helper status`.
 type initStatus struct {
-	Target      string     `json:"target"`
-	Runs        int        `json:"runs"`
-	Draining    bool       `json:"draining"`
-	IdleSince   *time.Time `json:"idle_since"`
-	DiskLimit   int64      `json:"disk_limit"`
-	DiskUsed    int64      `json:"disk_used"`
-	DiskScanned *time.Time `json:"disk_scanned"`
-	OverLimit   bool       `json:"over_limit"`
-	Expires     *time.Time `json:"expires,omitempty"` // max-lifetime
-	Killed      int        `json:"killed"`            // processes killed by PID 1's rules
+	Target      string       `json:"target"`
+	Runs        int          `json:"runs"`
+	Draining    bool         `json:"draining"`
+	IdleSince   *time.Time   `json:"idle_since"`
+	DiskLimit   int64        `json:"disk_limit"`
+	DiskUsed    int64        `json:"disk_used"`
+	DiskScanned *time.Time   `json:"disk_scanned"`
+	OverLimit   bool         `json:"over_limit"`
+	Expires     *time.Time   `json:"expires,omitempty"` // max-lifetime
+	Killed      int          `json:"killed"`            // processes killed by PID 1's rules
+	Kernels     []kernelInfo `json:"kernels,omitempty"` // live kernels (exec --kernel)
 }
 
 // ctlConn is a client's connection to PID 1.

@@ -1,9 +1,10 @@
 // Package inside is the in-container half of exec: the code of
 // sandbox-helper that runs in every sandbox container. Init is PID 1 (it
 // reaps, keeps the control socket every run registers on, drains, ends the
-// sandbox at its idle TTL, max lifetime or disk limit); Run is the exec
-// wrapper (runs the code with its limits and frames its output, see
-// package wire); Signal, Drain and Status ask PID 1 over the control
+// sandbox at its idle TTL, max lifetime or disk limit, owns the kernels of
+// `exec --kernel`); Run is the exec wrapper (runs the code with its limits
+// and frames its output, see package wire; with --kernel it runs the code
+// in PID 1's kernel instead, kernel_run.go); Signal, Drain and Status ask PID 1 over the control
 // socket. Their command lines are wire's InitArgs, RunArgs, SignalArgs,
 // DrainArgs and StatusArgs; cmd/sandbox-helper only dispatches to them.
 //

@@ -1,11 +1,13 @@
 package inside
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -101,12 +103,12 @@ func Init(args []string) int {
 		defer t.Stop()
 		diskWatch = t.C
 	}
-	reapZombies()
+	reapZombiesTo(sv.kernelReaped)
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGCHLD {
-				reapZombies()
+				reapZombiesTo(sv.kernelReaped)
 				continue
 			}
 			shutdown(self, sv.runPIDs())
@@ -121,7 +123,7 @@ func Init(args []string) int {
 		case res := <-sv.diskDone:
 			sv.diskResult(res, time.Now())
 		case now := <-ticker.C:
-			reapZombies()
+			reapZombiesTo(sv.kernelReaped)
 			if sv.tick(now) {
 				shutdown(self, sv.runPIDs())
 				return 0
@@ -149,11 +151,14 @@ type supervisor struct {
 	// Disk usage (o.diskLimit > 0).
 	disk     diskState
 	diskDone chan diskScan
+	// kernels, by language (exec --kernel, kernel.go).
+	kernels map[string]*kernelSlot
 }
 
 func newSupervisor(o initOptions, self int, now time.Time) *supervisor {
 	return &supervisor{o: o, self: self, start: now, runs: map[int]*regRun{}, drains: map[string]time.Time{}, diskDone: make(chan diskScan, 1),
-		disk: diskState{used: -1, free: -1}}
+		kernels: map[string]*kernelSlot{},
+		disk:    diskState{used: -1, free: -1}}
 }
 
 // regRun is a registered wrapper: its connection, and the token its command
@@ -234,6 +239,16 @@ func (s *supervisor) tick(now time.Time) (end bool) {
 		}
 		s.lastBusy = now
 		return s.lifetimeOver(now)
+	}
+	// Kernels are PID 1's children, not orphans.
+	if kp := s.kernelPIDs(); len(kp) > 0 {
+		kept := procs[:0:0]
+		for _, p := range procs {
+			if !kp[p.PID] {
+				kept = append(kept, p)
+			}
+		}
+		procs = kept
 	}
 	roots := readRoots(procRoot, procs, s.self)
 	up := uptime(procRoot)
@@ -320,6 +335,7 @@ func (s *supervisor) draining(now time.Time) bool {
 // registration never interleave).
 func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 	if ev.gone {
+		s.kernelReleased(ev.conn)
 		if rr, ok := s.runs[ev.pid]; ok && rr.conn == ev.conn {
 			rr.conn.Close()
 			delete(s.runs, ev.pid)
@@ -329,6 +345,15 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 	}
 	var rep ctlReply
 	switch {
+	case ev.req.Op == opKernel && ev.kind == "run":
+		s.kernelRequest(ev) // replies now, or once the kernel is free
+		return
+	case ev.req.Op == opKernelExit && ev.kind == "run":
+		s.kernelExit(ev)
+		return
+	case ev.req.Op == opKernelDone && ev.kind == "run":
+		s.kernelDone(ev)
+		return
 	case ev.req.Op == opRegister && (ev.kind == "run" || ev.kind == "fs"):
 		switch {
 		case s.draining(now):
@@ -350,6 +375,7 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 			rep.Refused = "busy"
 		} else {
 			s.drains[ev.req.Token] = now.Add(drainHold)
+			s.killKernels("the sandbox was stopped")
 			rep.OK = true
 		}
 	case ev.req.Op == opUndrain && ev.kind == "drain":
@@ -378,7 +404,7 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 
 func (s *supervisor) status(now time.Time) *initStatus {
 	st := &initStatus{Target: s.o.target, Runs: len(s.runs), Draining: s.draining(now), DiskLimit: s.o.diskLimit,
-		DiskUsed: s.disk.used, OverLimit: s.disk.over, Killed: s.killed}
+		DiskUsed: s.disk.used, OverLimit: s.disk.over, Killed: s.killed, Kernels: s.kernelInfos()}
 	if len(s.runs) == 0 {
 		since := s.start
 		if s.lastBusy.After(since) {
@@ -428,7 +454,7 @@ func acceptControl(ln *net.UnixListener, events chan<- ctlEvent) {
 
 func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	line, pid, err := readRequest(c, 4096)
+	line, pid, err := readRequest(c, maxRequest)
 	if err != nil {
 		if debugControl {
 			fmt.Fprintf(os.Stderr, "control: %v\n", err)
@@ -456,8 +482,18 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 	events <- ctlEvent{pid: pid, kind: kind, token: token, conn: c, req: req, reply: reply}
 	rep := <-reply
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	werr := writeLine(c, rep)
+	werr := writeReply(c, rep)
 	_ = c.SetWriteDeadline(time.Time{})
+	if req.Op == opKernel {
+		if rep.OK && werr == nil {
+			serveLease(c, pid, kind, events)
+		}
+		if rep.OK {
+			events <- ctlEvent{pid: pid, conn: c, gone: true}
+		}
+		c.Close()
+		return
+	}
 	if req.Op != opRegister || !rep.OK || werr != nil {
 		if req.Op == opRegister && rep.OK {
 			events <- ctlEvent{pid: pid, conn: c, gone: true}
@@ -473,6 +509,56 @@ func serveControl(c *net.UnixConn, events chan<- ctlEvent) {
 		}
 	}
 	events <- ctlEvent{pid: pid, conn: c, gone: true}
+}
+
+// maxRequest bounds a request line (opKernel carries the run's environment).
+const maxRequest = 256 << 10
+
+// writeReply writes rep, with its files (SCM_RIGHTS), and closes them.
+func writeReply(c *net.UnixConn, rep ctlReply) error {
+	if len(rep.files) == 0 {
+		return writeLine(c, rep)
+	}
+	defer func() {
+		for _, f := range rep.files {
+			f.Close()
+		}
+	}()
+	b, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	fds := make([]int, len(rep.files))
+	for i, f := range rep.files {
+		fds[i] = int(f.Fd())
+	}
+	_, _, err = c.WriteMsgUnix(append(b, '\n'), syscall.UnixRights(fds...), nil)
+	return err
+}
+
+// serveLease serves a kernel lease's connection until it closes: each line
+// is an opKernelExit question or the opKernelDone notice.
+func serveLease(c *net.UnixConn, pid int, kind string, events chan<- ctlEvent) {
+	r := bufio.NewReader(io.LimitReader(c, 1<<20))
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var req ctlRequest
+		if json.Unmarshal(line, &req) != nil || (req.Op != opKernelExit && req.Op != opKernelDone) {
+			return
+		}
+		reply := make(chan ctlReply, 1)
+		events <- ctlEvent{pid: pid, kind: kind, conn: c, req: req, reply: reply}
+		rep := <-reply
+		if req.Op == opKernelDone {
+			continue // no answer
+		}
+		if writeLine(c, rep) != nil {
+			return
+		}
+	}
 }
 
 var debugControl = os.Getenv("SANDBOX_HELPER_DEBUG_CONTROL") != ""
@@ -569,7 +655,11 @@ func uptime(root string) time.Duration {
 }
 
 // reapZombies collects every child that has exited, without blocking.
-func reapZombies() {
+func reapZombies() { reapZombiesTo(nil) }
+
+// reapZombiesTo is reapZombies telling reaped (if not nil) each child's
+// pid and wait status.
+func reapZombiesTo(reaped func(pid int, ws syscall.WaitStatus)) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
@@ -578,6 +668,9 @@ func reapZombies() {
 		}
 		if err != nil || pid <= 0 {
 			return // ECHILD: no children; 0: none exited
+		}
+		if reaped != nil {
+			reaped(pid, ws)
 		}
 	}
 }

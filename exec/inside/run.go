@@ -27,17 +27,19 @@ var codeTempRoot = "/tmp"
 
 // runOptions are the parsed flags of `run`.
 type runOptions struct {
-	interps    []string
-	interpArgs []string
-	codeExt    string
-	codeSum    string
-	noCode     bool
-	timeout    time.Duration
-	maxOutput  int64
-	workdir    string
-	spec       string
-	target     string
-	args       []string
+	interps     []string
+	interpArgs  []string
+	codeExt     string
+	codeSum     string
+	noCode      bool
+	timeout     time.Duration
+	maxOutput   int64
+	workdir     string
+	spec        string
+	target      string
+	args        []string
+	kernel      string
+	kernelReset bool
 }
 
 // parseRunFlags parses the flags of `run` (wire.ParseRunArgs). Arguments
@@ -46,7 +48,7 @@ type runOptions struct {
 func parseRunFlags(args []string) (runOptions, error) {
 	a, err := wire.ParseRunArgs(args)
 	return runOptions{interps: a.Interps, interpArgs: a.InterpArgs, codeExt: a.CodeExt, codeSum: a.CodeSum, noCode: a.NoCode, timeout: a.Timeout, maxOutput: a.MaxOutput,
-		workdir: a.Workdir, spec: a.Spec, target: a.Target, args: a.Args}, err
+		workdir: a.Workdir, spec: a.Spec, target: a.Target, args: a.Args, kernel: a.Kernel, kernelReset: a.KernelReset}, err
 }
 
 // specMismatch compares the spec this exec wants with PID 1's command line.
@@ -239,6 +241,13 @@ func doRun(args []string, out *output) (st wire.RunStatus) {
 	interp, fail := resolveInterpreter(opts.interps)
 	if fail != nil {
 		return *fail
+	}
+	if opts.kernel != "" {
+		code, err := os.ReadFile(codePath)
+		if err != nil {
+			return internalError("reading the code: %v", err)
+		}
+		return runKernel(opts, interp, code, out, reg)
 	}
 	argv := append([]string{interp}, opts.interpArgs...)
 	if !opts.noCode {

@@ -98,7 +98,18 @@ type RunArgs struct {
 	// can write into a run's stdin under gVisor.
 	CodeSum string
 	Args    []string // the program's arguments
+	// Kernel names the kernel (KernelPython, KernelNode) that runs the code
+	// instead of a new interpreter: its state persists between calls.
+	Kernel string
+	// KernelReset restarts the kernel (its state is lost) before the code.
+	KernelReset bool
 }
+
+// The kernels of RunArgs.Kernel.
+const (
+	KernelPython = "python"
+	KernelNode   = "node"
+)
 
 // Argv is run's command line.
 func (a RunArgs) Argv() []string {
@@ -123,6 +134,12 @@ func (a RunArgs) Argv() []string {
 	if a.CodeSum != "" {
 		argv = append(argv, "--code-sha256", a.CodeSum)
 	}
+	if a.Kernel != "" {
+		argv = append(argv, "--kernel", a.Kernel)
+	}
+	if a.KernelReset {
+		argv = append(argv, "--kernel-reset")
+	}
 	argv = append(argv, "--")
 	return append(argv, a.Args...)
 }
@@ -146,6 +163,8 @@ func ParseRunArgs(args []string) (RunArgs, error) {
 	fs.StringVar(&a.Spec, "spec", "", "expected sandbox spec hash (compared with PID 1's --spec)")
 	fs.StringVar(&a.Target, "target", "", "the sandbox this run is for, SCOPE[/SESSION] (compared with PID 1's --target)")
 	fs.StringVar(&a.Token, "token", "", "names this run for `sandbox-helper signal --token`")
+	fs.StringVar(&a.Kernel, "kernel", "", "run the code in the sandbox's kernel of this language (python, node)")
+	fs.BoolVar(&a.KernelReset, "kernel-reset", false, "restart the kernel before the code")
 	if err := fs.Parse(args); err != nil {
 		return a, err
 	}
@@ -171,6 +190,12 @@ func ParseRunArgs(args []string) (RunArgs, error) {
 		return a, fmt.Errorf("--code-sha256 %q is not 64 lowercase hex digits", a.CodeSum)
 	case strings.ContainsAny(a.CodeExt, "/\x00"):
 		return a, fmt.Errorf("--code-ext %q must not contain a slash", a.CodeExt)
+	case a.Kernel != "" && a.Kernel != KernelPython && a.Kernel != KernelNode:
+		return a, fmt.Errorf("--kernel %q: kernels are %s and %s", a.Kernel, KernelPython, KernelNode)
+	case a.Kernel != "" && a.NoCode:
+		return a, errors.New("--kernel needs code: not with --no-code")
+	case a.KernelReset && a.Kernel == "":
+		return a, errors.New("--kernel-reset needs --kernel")
 	}
 	return a, nil
 }

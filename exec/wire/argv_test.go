@@ -28,6 +28,9 @@ func TestArgv(t *testing.T) {
 		{"run no code", RunArgs{Token: "t", Timeout: time.Second, MaxOutput: 1, Spec: "h", Target: "s",
 			NoCode: true, Interps: []string{"sh"}, Args: []string{"-c", "x"}}.Argv(),
 			"run --token t --timeout 1s --max-output 1 --workdir  --spec h --target s --no-code --interp sh -- -c x"},
+		{"run kernel", RunArgs{Token: "t", Timeout: time.Second, MaxOutput: 1, Spec: "h", Target: "s",
+			Interps: []string{"python3"}, CodeExt: ".py", Kernel: KernelPython, KernelReset: true}.Argv(),
+			"run --token t --timeout 1s --max-output 1 --workdir  --spec h --target s --interp python3 --code-ext .py --kernel python --kernel-reset --"},
 		{"signal", SignalArgs{Token: "t"}.Argv(), "signal --token t"},
 		{"drain", DrainArgs{Holder: "x"}.Argv(), "drain --holder x"},
 		{"undrain", DrainArgs{Holder: "x", Undo: true}.Argv(), "drain --holder x --undo"},
@@ -63,6 +66,9 @@ func TestParseRunArgs(t *testing.T) {
 		"unknown flag":      {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "-c", "x"},
 		"short code sum":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--code-sha256", "abc"},
 		"upper code sum":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--code-sha256", strings.Repeat("A", 64)},
+		"unknown kernel":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--kernel", "bash"},
+		"kernel no code":    {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--kernel", "python", "--no-code"},
+		"reset no kernel":   {"--interp", "sh", "--timeout", "1s", "--max-output", "1", "--kernel-reset"},
 	} {
 		if a, err := ParseRunArgs(args); err == nil {
 			t.Errorf("%s: accepted as %+v", name, a)
@@ -158,6 +164,7 @@ func TestArgvRoundTrip(t *testing.T) {
 		InitArgs{IdleTTL: time.Second, MaxLifetime: time.Hour, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
 		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Interps: []string{"a", "b"}, CodeExt: ".py", CodeSum: strings.Repeat("0f", 32), Args: []string{"--", "-x", ""}}.Argv(),
 		RunArgs{NoCode: true, Timeout: 1, MaxOutput: 1, Interps: []string{"sh"}}.Argv(),
+		RunArgs{Timeout: 1, MaxOutput: 1, Interps: []string{"node"}, CodeExt: ".js", Kernel: KernelNode, KernelReset: true}.Argv(),
 		RunArgs{Timeout: 1, MaxOutput: 1, Interps: []string{"awk"}, InterpArgs: []string{"-f", "", "--", "a,b"}, CodeExt: ".awk", Args: []string{"x"}}.Argv(),
 		SignalArgs{Token: "-t"}.Argv(),
 		DrainArgs{Holder: "h", Undo: true}.Argv(),

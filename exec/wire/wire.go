@@ -71,6 +71,11 @@ const (
 	// (its SHA-256 differs): other code of the sandbox wrote into the run's
 	// stdin (gVisor); nothing ran.
 	ErrStreamTampered = "stream_tampered"
+	// ErrKernelDied: the kernel of an `exec --kernel` call ended during
+	// the call (its code exited or was killed, out of memory, a signal):
+	// its state is lost, and the next call starts a fresh kernel. The
+	// output up to then was sent.
+	ErrKernelDied = "kernel_died"
 )
 
 // RunStatus ends every `sandbox-helper run`.
@@ -84,6 +89,15 @@ type RunStatus struct {
 	DurationMS      int64  `json:"duration_ms"`
 	ErrorCode       string `json:"error_code,omitempty"`
 	Error           string `json:"error,omitempty"`
+	// Kernel calls (RunArgs.Kernel) only:
+	// Result is the value of the cell's last expression (repr in python,
+	// util.inspect in node); nil when it has none (or it is None/undefined).
+	Result *string `json:"result,omitempty"`
+	// KernelRestarted: this call started a fresh kernel where one had run
+	// (it died, was killed at a timeout, or was reset), or, at a timeout,
+	// killed it; StateLost: the kernel's state (variables, imports) is gone.
+	KernelRestarted bool `json:"kernel_restarted,omitempty"`
+	StateLost       bool `json:"state_lost,omitempty"`
 }
 
 // FrameWriter writes frames; it is safe for concurrent use.

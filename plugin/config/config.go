@@ -156,6 +156,10 @@ type Config struct {
 
 	MaxMemory int64 // max_memory, bytes
 	MaxOutput int64 // max_output, bytes per stream
+	// Kernel runs exec's code in the sandbox's kernel of its language;
+	// KernelReset restarts that kernel first (kernel, kernel_reset).
+	Kernel      bool
+	KernelReset bool
 
 	MaxSandboxes int // max_sandboxes
 

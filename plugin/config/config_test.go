@@ -151,6 +151,8 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"audit_retention_days","value":30,"source":"default"},` +
 		`{"key":"audit_max_code","value":65536,"source":"default"},` +
 		`{"key":"audit_max_output","value":16384,"source":"default"},` +
+		`{"key":"kernel","value":false,"source":"default"},` +
+		`{"key":"kernel_reset","value":false,"source":"default"},` +
 		`{"key":"scope.u1","value":{"allow":["pypi.org"],"allow_cidrs":[],"allow_ports":[]},"source":"user file /u/config.toml:4"}]`
 	if d := cmp.Diff(want, string(b)); d != "" {
 		t.Errorf("Entries JSON (-want +got):\n%s", d)
@@ -296,7 +298,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, scope.NAME, lang.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, kernel, kernel_reset, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string

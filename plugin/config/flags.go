@@ -31,6 +31,8 @@ type flagDesc struct {
 	short string // one letter, or ""
 	usage string
 	typ   string // the value's type in the help ("string" when "")
+	// boolean: --name alone means --name=true.
+	boolean bool
 }
 
 // withFlag gives the key a flag: --name (and -short) on the verbs of group.
@@ -42,6 +44,12 @@ func (d keyDesc) withFlag(group FlagGroup, name, short, usage string) keyDesc {
 // withFlagType sets the type the help shows for the key's flag.
 func (d keyDesc) withFlagType(typ string) keyDesc {
 	d.flag.typ = typ
+	return d
+}
+
+// withBoolFlag makes the key's flag a boolean one: --name alone sets true.
+func (d keyDesc) withBoolFlag() keyDesc {
+	d.flag.typ, d.flag.boolean = "bool", true
 	return d
 }
 
@@ -73,6 +81,9 @@ func AddFlags(fs *pflag.FlagSet, groups ...FlagGroup) {
 		}
 		fl := fs.VarPF(&flagValue{typ: typ}, d.flag.name, d.flag.short, d.flag.usage)
 		fl.Annotations = map[string][]string{flagKeyAnnotation: {d.name}}
+		if d.flag.boolean {
+			fl.NoOptDefVal = "true"
+		}
 	}
 }
 

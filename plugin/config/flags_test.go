@@ -17,21 +17,21 @@ func TestFlags(t *testing.T) {
 	AddFlags(fs, FlagsRun, FlagsSandbox)
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	want := []string{"cpus", "disk", "idle-ttl", "image", "max-lifetime", "max-output", "memory", "network", "nofile", "pids", "runtime", "timeout", "tmp-size"}
+	want := []string{"cpus", "disk", "idle-ttl", "image", "kernel", "kernel-reset", "max-lifetime", "max-output", "memory", "network", "nofile", "pids", "runtime", "timeout", "tmp-size"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Errorf("flags (-want +got):\n%s", d)
 	}
 	if fs.Lookup("max-size") != nil || fs.Lookup("base") != nil {
 		t.Error("flags of other groups declared")
 	}
-	if err := fs.Parse([]string{"-m", "256m", "--timeout", "5s", "--tmp-size", "8m", "--nofile", "256"}); err != nil {
+	if err := fs.Parse([]string{"-m", "256m", "--timeout", "5s", "--tmp-size", "8m", "--nofile", "256", "--kernel"}); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
 	if err := c.SetFlags(fs); err != nil {
 		t.Fatal(err)
 	}
-	if c.Memory != 256*MiB || c.Timeout != 5*time.Second || c.TmpSize != 8*MiB || c.Nofile != 256 || c.Pids != 256 {
+	if c.Memory != 256*MiB || c.Timeout != 5*time.Second || c.TmpSize != 8*MiB || c.Nofile != 256 || c.Pids != 256 || !c.Kernel || c.KernelReset {
 		t.Errorf("got memory %d timeout %s tmp_size %d nofile %d pids %d", c.Memory, c.Timeout, c.TmpSize, c.Nofile, c.Pids)
 	}
 	for key, src := range map[string]string{"memory": "flag --memory", "tmp_size": "flag --tmp-size", "pids": "default"} {
@@ -48,6 +48,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--tmp-size", "512k"}, `invalid value "512k" for --tmp-size: must be at least 1MiB`},
 		{[]string{"--nofile", "10"}, `invalid value "10" for --nofile: must be at least 64`},
 		{[]string{"--nofile", "x"}, `invalid value "x" for --nofile: not an integer`},
+		{[]string{"--kernel=maybe"}, `invalid value "maybe" for --kernel: not a boolean (use true or false)`},
 		{[]string{"--timeout", "2h"}, `invalid value "2h" for --timeout: must be at most max_timeout`},
 	} {
 		fs := pflag.NewFlagSet("exec", pflag.ContinueOnError)

@@ -67,6 +67,12 @@ var keyTable = []keyDesc{
 	newKey("audit_retention_days", intKind, 30, between(0, 36500, formatInt[int]), func(c *Config) *int { return &c.AuditRetentionDays }, trustedOnly[int]()),
 	newKey("audit_max_code", sizeKind, 64*KiB, between(0, 16*MiB, formatSize), func(c *Config) *int64 { return &c.AuditMaxCode }, trustedOnly[int64]()),
 	newKey("audit_max_output", sizeKind, 16*KiB, between(0, MiB, formatSize), func(c *Config) *int64 { return &c.AuditMaxOutput }, trustedOnly[int64]()),
+	newKey("kernel", boolKind, false, anyBool, func(c *Config) *bool { return &c.Kernel }, anyValue[bool]()).
+		withFlag(FlagsRun, "kernel", "", "Run the code in the sandbox's long-lived kernel of its language (python, node): state persists between calls, the last expression's value is printed").
+		withBoolFlag(),
+	newKey("kernel_reset", boolKind, false, anyBool, func(c *Config) *bool { return &c.KernelReset }, anyValue[bool]()).
+		withFlag(FlagsRun, "kernel-reset", "", "Restart the kernel (its state is lost) before the code; implies --kernel").
+		withBoolFlag(),
 }
 
 // crossRules are the limits between keys, checked by Validate once every
@@ -208,6 +214,8 @@ var stringKind = kind[string]{
 	show:  strconv.Quote,
 	entry: identity[string],
 }
+
+func anyBool(bool) *problem { return nil }
 
 var durationKind = kind[time.Duration]{
 	name:  "duration",

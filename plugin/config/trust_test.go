@@ -76,6 +76,8 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"audit_retention_days": {"", `1`},
 	"audit_max_code":       {"", `0`},
 	"audit_max_output":     {"", `0`},
+	"kernel":               {`true`, ""},
+	"kernel_reset":         {`true`, ""},
 }
 
 // Every key states a rule, and the rule does what it says over the
