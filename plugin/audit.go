@@ -23,6 +23,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/audit"
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -338,6 +339,19 @@ func execRecord(t core.Target, lang string, code []byte, maxCode int, args, env 
 		rec.Signal = signalName(st.Signal)
 	}
 	return rec
+}
+
+// kernelRecord marks an exec's record as a kernel call (exec --kernel):
+// its command, and whether its kernel was restarted (state lost).
+func kernelRecord(rec *audit.Record, st wire.RunStatus, reset bool) {
+	rec.Command = "exec --kernel"
+	if reset {
+		rec.Command = "exec --kernel-reset"
+	}
+	rec.KernelRestarted = st.KernelRestarted || st.StateLost
+	if rec.Status == "" && st.StateLost {
+		rec.Status = audit.StatusKernelRestarted
+	}
 }
 
 // recordingCopier keeps the result of the copy it passes on, for the

@@ -413,3 +413,32 @@ func TestAuditShell(t *testing.T) {
 		t.Errorf("records (-want +got):\n%s", d)
 	}
 }
+
+// TestAuditKernel: kernel calls are recorded as such: the command says
+// --kernel, or --kernel-reset (a restart that was asked for, so not a
+// kernel_restarted; a call whose kernel died or timed out says so).
+func TestAuditKernel(t *testing.T) {
+	needE2E(t)
+	cfg, env := auditConfig(t)
+	scope := newScope(t)
+	for _, args := range [][]string{
+		{"--kernel", "-c", "x = 41"},
+		{"--kernel", "-c", "x + 1"},
+		{"--kernel-reset", "-c", "'x' in globals()"},
+	} {
+		r := sbRun(t, run{env: env, args: append([]string{"exec", "-s", scope, "--lang", "python"}, args...)})
+		wantCode(t, r, 0)
+	}
+	recs := auditRecords(t, cfg, scope)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	}
+	got := [][2]any{}
+	for _, r := range recs {
+		got = append(got, [2]any{r.Command, r.KernelRestarted})
+	}
+	want := [][2]any{{"exec --kernel", false}, {"exec --kernel", false}, {"exec --kernel-reset", false}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("kernel records (-want +got):\n%s", d)
+	}
+}

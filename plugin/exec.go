@@ -208,7 +208,11 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		ranUnder, ctrID = m.SandboxRuntime(ctx, spec)
 	}
 	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
-	au.record(execRecord(target, lang.Name, src.code, au.maxCode(), src.args, env, stdin.N, res, runErr, ctx.Err() != nil), outCap, errCap)
+	rec := execRecord(target, lang.Name, src.code, au.maxCode(), src.args, env, stdin.N, res, runErr, ctx.Err() != nil)
+	if useKernel {
+		kernelRecord(&rec, res.Status, c.KernelReset)
+	}
+	au.record(rec, outCap, errCap)
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
 		return &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
