@@ -689,7 +689,11 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	}
 	spec.ImageVolumes = imageVolumes(img)
 	arch := img.Architecture
-	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch, !ExecOnlyRuntime(info, spec.Runtime))
+	// Readable where the runtime must read it to run it: gVisor, and an
+	// image of another architecture, which the engine runs through
+	// binfmt_misc's qemu-user (an interpreter reads the binary it runs).
+	readable := !ExecOnlyRuntime(info, spec.Runtime) || core.NormArch(arch) != core.NormArch(info.Architecture)
+	helperRef, helperVol, err := m.Images.EnsureHelper(ctx, arch, readable)
 	if err != nil {
 		return "", err
 	}

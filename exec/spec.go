@@ -178,10 +178,18 @@ func (s Spec) tmpfs() map[string]string {
 	return t
 }
 
+// mounts are the sandbox container's volumes. NoCopy: the seeder filled
+// them from the helper image (owner 65532); without it the engine copies
+// the sandbox image's content at those paths into a volume it finds empty,
+// and with it the owner of the image's directory (root, or the root-owned
+// directory the engine makes for a path the image lacks): a scope's volume
+// would then hold what an image planted, and its owner would be root
+// (TestImageCannotSeedVolumes).
 func (s Spec) mounts() []mount.Mount {
-	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: core.WorkspaceDir}
-	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: core.UserDir}
-	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: core.HelperDir, ReadOnly: true}
+	noCopy := &mount.VolumeOptions{NoCopy: true}
+	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: core.WorkspaceDir, VolumeOptions: noCopy}
+	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: core.UserDir, VolumeOptions: noCopy}
+	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: core.HelperDir, ReadOnly: true, VolumeOptions: noCopy}
 	return []mount.Mount{ws, user, helper}
 }
 

@@ -75,15 +75,7 @@ func HelperBinary(arch string) ([]byte, error) {
 	return b, nil
 }
 
-func normArch(a string) string {
-	switch a {
-	case "x86_64", "":
-		return "amd64"
-	case "aarch64", "arm64/v8":
-		return "arm64"
-	}
-	return a
-}
+func normArch(a string) string { return core.NormArch(a) }
 
 var helperIDOnce = sync.OnceValue(func() string {
 	// scripts/build.sh writes the binaries' digest next to them, so that a

@@ -660,3 +660,35 @@ func TestContainmentMaxLifetime(t *testing.T) {
 		t.Fatalf("after the max lifetime, the data and a new container:\n%s", r)
 	}
 }
+
+// TestImageCannotSeedVolumes: an image cannot put files into a scope's
+// long-term volume or a session's workspace, nor make their owner root:
+// the volumes are filled once from the plugin's helper image (owner
+// 65532), and the sandbox container mounts them without the engine's copy
+// of the image's content. The image here plants a file, a startup script
+// and a root-owned 0700 folder at /opt/user and /opt/workspace; the
+// default busybox image (which has no /opt at all, so the engine would make
+// root-owned mount points) must give writable volumes too.
+func TestImageCannotSeedVolumes(t *testing.T) {
+	needE2E(t)
+	needBusybox(t)
+	ref := "docker-sandbox-test-planted:" + randID(4)
+	buildTestImage(t, ref, "FROM "+busybox+"\n"+
+		"RUN mkdir -p /opt/user/.config /opt/workspace && echo planted > /opt/user/planted && echo 'echo pwned' > /opt/user/.profile && "+
+		"echo planted > /opt/workspace/planted && chmod 0700 /opt/user /opt/workspace && chown 0:0 /opt/user /opt/workspace\n")
+	for _, c := range []struct{ image, session string }{{ref, ""}, {ref, "w"}, {busybox, ""}, {busybox, "w"}} {
+		s := newScope(t)
+		args := []string{"exec", "-s", s, "--image", c.image}
+		if c.session != "" {
+			args = append(args, "--session", c.session)
+		}
+		r := sb(t, append(args, "-c", "ls -A /opt/user /opt/workspace; stat -c '%u %a' /opt/user /opt/workspace; touch /opt/user/mine /opt/workspace/mine && echo writable")...)
+		wantCode(t, r, 0)
+		if strings.Contains(r.Stdout, "planted") || strings.Contains(r.Stdout, ".profile") {
+			t.Errorf("image %s session %q: the image's files are in the sandbox's volumes:\n%s", c.image, c.session, r)
+		}
+		if !strings.Contains(r.Stdout, "65532 755\n65532 755\n") || !strings.HasSuffix(r.Stdout, "writable\n") {
+			t.Errorf("image %s session %q: volumes not the sandbox user's:\n%s", c.image, c.session, r)
+		}
+	}
+}

@@ -47,6 +47,7 @@ N_FAIL=0
 N_SKIP=0
 BASE_TAG="docker-sandbox-base:bookworm"
 BUSYBOX_TAG="docker-sandbox-test-busybox:1"
+BUSYBOX_ARM64_TAG="docker-sandbox-test-busybox:1-arm64"
 REAL_CONFIG="${REAL_DOCKER_CONFIG:-${DOCKER_CONFIG:-${HOME:-/root}/.docker}}"
 
 # phase NAME CMD...: runs CMD, timed.
@@ -251,6 +252,8 @@ SSH_TESTS=""
 if tests_selected TestSSH plugin/e2e_ssh_test.go "$@"; then SSH_TESTS=1; fi
 ROOTLESS_TESTS=""
 if tests_selected TestRootless plugin/e2e_rootless_test.go "$@"; then ROOTLESS_TESTS=1; fi
+ARM64_E2E=""
+if tests_selected TestArm64 plugin/e2e_foreignarch_test.go "$@"; then ARM64_E2E=1; fi
 
 tools() {
 	need_cmd socat socat
@@ -276,10 +279,18 @@ tools() {
 		need_cmd newuidmap uidmap
 	fi
 	# qemu-user-static and binfmt-support, for the arm64 phase (a full run,
-	# or DOCKER_SANDBOX_ARM64_ONLY=1).
-	if (($# == 0)) || [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 ]]; then
+	# or DOCKER_SANDBOX_ARM64_ONLY=1) and TestArm64* (an arm64 image).
+	if (($# == 0)) || [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 || -n "$ARM64_E2E" ]]; then
 		apt_install qemu-user-static binfmt-support
 	fi
+}
+
+# arm64_image: binfmt_misc's qemu-aarch64 on, and the linux/arm64 busybox
+# test image (scripts/busybox-image.sh --arch arm64), for TestArm64*.
+arm64_image() {
+	arm64_binfmt || die "arm64: TestArm64* needs qemu-aarch64 in binfmt_misc"
+	bash scripts/busybox-image.sh --arch arm64 --tag "$BUSYBOX_ARM64_TAG"
+	export DOCKER_SANDBOX_TEST_ARM64_IMAGE="$BUSYBOX_ARM64_TAG"
 }
 
 # The arm64 phase: the embedded linux/arm64 helper is exercised, not only
@@ -500,6 +511,9 @@ if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
 fi
 if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
 	phase rootless rootless_fixture_start "$RUN_ID"
+fi
+if [[ -n "$ARM64_E2E" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+	phase "arm64 image" arm64_image
 fi
 if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"

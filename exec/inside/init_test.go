@@ -9,11 +9,13 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestDecide: PID 1's rules on hand-written process tables (self is 1,
@@ -357,5 +359,28 @@ func TestSupervisorDrains(t *testing.T) {
 	s.ending = t0
 	if !s.draining(t0.Add(time.Hour)) {
 		t.Fatal("the max lifetime must drain for good")
+	}
+}
+
+// Under qemu-user (an image of another architecture, through binfmt_misc)
+// a process's cmdline starts with the interpreter: the helper is still
+// recognised by its own argv, and PID 1's flags read as they were given.
+func TestDeEmulated(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"/usr/libexec/qemu-binfmt/aarch64-binfmt-P", "/opt/sandbox/sandbox-helper", "/opt/sandbox/sandbox-helper", "init", "--target", "s"},
+			[]string{"/opt/sandbox/sandbox-helper", "init", "--target", "s"}},
+		{[]string{"/usr/bin/qemu-aarch64-static", "/opt/sandbox/sandbox-helper", "run", "--token", "t"},
+			[]string{"/opt/sandbox/sandbox-helper", "run", "--token", "t"}},
+		{[]string{"/opt/sandbox/sandbox-helper", "init"}, []string{"/opt/sandbox/sandbox-helper", "init"}},
+		{[]string{"qemu-like-name", "relative", "x"}, []string{"qemu-like-name", "relative", "x"}},
+		{[]string{"python3", "/usr/bin/qemu-aarch64-static"}, []string{"python3", "/usr/bin/qemu-aarch64-static"}},
+	} {
+		got := splitCmdline([]byte(strings.Join(tc.in, "\x00") + "\x00"))
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.in, d)
+		}
+	}
+	if sub := helperSubcommand(splitCmdline([]byte("/usr/libexec/qemu-binfmt/aarch64-binfmt-P\x00/opt/sandbox/sandbox-helper\x00/opt/sandbox/sandbox-helper\x00run\x00"))); sub != "run" {
+		t.Errorf("emulated helper's subcommand: %q", sub)
 	}
 }

@@ -126,13 +126,34 @@ func descendants(procs []procStat, root int) []procStat {
 	return out
 }
 
-// splitCmdline splits a /proc/PID/cmdline into its arguments.
+// splitCmdline splits a /proc/PID/cmdline into its arguments, as the
+// program was started (deEmulated).
 func splitCmdline(b []byte) []string {
 	b = bytes.TrimSuffix(b, []byte{0}) // one NUL ends the last argument
 	if len(b) == 0 {
 		return nil
 	}
-	return strings.Split(string(b), "\x00")
+	return deEmulated(strings.Split(string(b), "\x00"))
+}
+
+// deEmulated is argv without the emulator's part. An image of another
+// architecture runs under qemu-user through binfmt_misc: the kernel starts
+// the interpreter with the program's path, so /proc/PID/cmdline reads
+// INTERP PATH ARGV0 ARGS... with binfmt's P flag (Debian's interpreter
+// /usr/libexec/qemu-binfmt/ARCH-binfmt-P), INTERP PATH ARGS... without it
+// (qemu-ARCH-static registered directly). The program's own argv is what
+// identifies the helper and its flags (PID 1's --target and --spec).
+func deEmulated(argv []string) []string {
+	if len(argv) < 2 || !strings.HasPrefix(argv[1], "/") {
+		return argv
+	}
+	switch base := filepath.Base(argv[0]); {
+	case strings.HasSuffix(base, "-binfmt-P") && len(argv) >= 3:
+		return argv[2:]
+	case strings.HasPrefix(base, "qemu-") && !strings.HasSuffix(base, "-binfmt-P"):
+		return argv[1:]
+	}
+	return argv
 }
 
 // helperSubcommand is the helper subcommand argv runs ("run", "fs", ...), or

@@ -75,11 +75,19 @@ func targetMismatch(cmdline []byte, want string) (have string, mismatch bool) {
 	}
 	argv := splitCmdline(cmdline)
 	if helperSubcommand(argv) != "init" {
-		return "(not a sandbox)", true
+		return notASandbox, true
 	}
 	have, _ = flagValue(argv, "target")
 	return have, have != want
 }
+
+// notASandbox is what targetMismatch says of a PID 1 that is not the
+// helper's init.
+const notASandbox = "(not a sandbox)"
+
+// pid1Settle bounds how long a run waits for PID 1 to become the helper's
+// init (see checkPID1).
+var pid1Settle = 2 * time.Second
 
 // checkPID1 reads PID 1's command line and refuses a request meant for
 // another sandbox, or for other settings.
@@ -88,6 +96,17 @@ func checkPID1(target, spec string) *wire.RunStatus {
 		return nil
 	}
 	b, err := os.ReadFile(proc1Cmdline)
+	// Right after a start, PID 1 can still be the runtime's init (runc's
+	// `runc init`, before its execve of the entrypoint): an exec that the
+	// engine runs as soon as the start returned can see that. Look again
+	// for a moment before calling the container not a sandbox.
+	for deadline := time.Now().Add(pid1Settle); err == nil && target != "" && time.Now().Before(deadline); {
+		if have, bad := targetMismatch(b, target); !bad || have != notASandbox {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+		b, err = os.ReadFile(proc1Cmdline)
+	}
 	if err != nil {
 		if target == "" {
 			return nil

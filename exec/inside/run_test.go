@@ -745,3 +745,40 @@ func TestRunInterpArgs(t *testing.T) {
 		t.Errorf("stdout %q: want CODEFILE|a|-b|", r.stdout)
 	}
 }
+
+// Right after a start PID 1 can still be the runtime's init (`runc init`):
+// checkPID1 looks again until it is the helper's init, and refuses only a
+// PID 1 that stays something else.
+func TestCheckPID1Settles(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "cmdline")
+	if err := os.WriteFile(f, []byte("runc\x00init\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(p string, d time.Duration) { proc1Cmdline, pid1Settle = p, d }(proc1Cmdline, pid1Settle)
+	proc1Cmdline, pid1Settle = f, 2*time.Second
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		tmp := f + ".new"
+		_ = os.WriteFile(tmp, []byte("/opt/sandbox/sandbox-helper\x00init\x00--target\x00u1\x00"), 0o644)
+		_ = os.Rename(tmp, f)
+	}()
+	if st := checkPID1("u1", ""); st != nil {
+		t.Fatalf("PID 1 became the helper's init after 150 ms: %+v", st)
+	}
+	// One that stays another program: refused, after the settle time.
+	_ = os.WriteFile(f, []byte("sleep\x00infinity\x00"), 0o644)
+	pid1Settle = 300 * time.Millisecond
+	start := time.Now()
+	st := checkPID1("u1", "")
+	if st == nil || st.ErrorCode != wire.ErrNotSandbox || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("a PID 1 that is not the helper: %+v after %v", st, time.Since(start))
+	}
+	// Another target: refused at once (it is the helper's init).
+	_ = os.WriteFile(f, []byte("/opt/sandbox/sandbox-helper\x00init\x00--target\x00u2\x00"), 0o644)
+	pid1Settle = 5 * time.Second
+	start = time.Now()
+	if st := checkPID1("u1", ""); st == nil || time.Since(start) > 4*time.Second {
+		t.Fatalf("another sandbox's init: %+v after %v", st, time.Since(start))
+	}
+}
