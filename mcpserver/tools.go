@@ -78,7 +78,7 @@ type DeleteFileInput struct {
 type CopyFromSessionInput struct {
 	FromSession string `json:"from_session" jsonschema:"the session of the same scope to copy from (\"\": the scope's own sandbox)"`
 	Path        string `json:"path" jsonschema:"the file or folder in from_session (a path ending in /. copies a folder's contents)"`
-	To          string `json:"to,omitempty" jsonschema:"where to put it in this sandbox (default: the same path)"`
+	To          string `json:"to,omitempty" jsonschema:"where to put it in this sandbox (default: the same path); as with docker cp, its parent folder must exist, and an existing folder receives it"`
 	Session     string `json:"session,omitempty" jsonschema:"a session of the server's scope to copy into (default: the server's)"`
 }
 
