@@ -16,8 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -110,8 +110,65 @@ type Config struct {
 // Name is the server's name, for the client.
 const Name = "docker-sandbox"
 
+// Server is the MCP server with its tools.
+type Server struct {
+	*mcp.Server
+	h *handlers
+}
+
+// drainWait bounds how long Run waits, once the session ended, for the
+// calls still running to stop their programs and return.
+const drainWait = 20 * time.Second
+
+// Run serves one session over t until the client ends it or ctx is done,
+// then waits (at most drainWait) for the calls still running: their
+// contexts are cancelled with the session, and each stops its program
+// before it returns, so that none outlives the server.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	err := s.Server.Run(ctx, t)
+	s.h.stop() // the session ended: cancel the calls still running
+	done := make(chan struct{})
+	go func() {
+		s.h.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(drainWait):
+		core.Debugf("mcp: calls still running after %s", drainWait)
+	}
+	return err
+}
+
+// Serve serves one session on in and out (standard input and output, as
+// mcp.StdioTransport does). When in ends (the client went away) or ctx is
+// done, the calls still running are cancelled at once, which stops their
+// programs; Serve returns once they have (see Run).
+func (s *Server) Serve(ctx context.Context, in io.ReadCloser, out io.Writer) error {
+	defer context.AfterFunc(ctx, s.h.stop)()
+	return s.Run(ctx, &mcp.IOTransport{Reader: endReader{in, s.h.stop}, Writer: nopWriteCloser{out}})
+}
+
+// endReader calls end when its reader fails or ends.
+type endReader struct {
+	io.ReadCloser
+	end func()
+}
+
+func (r endReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil {
+		r.end()
+	}
+	return n, err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
 // New returns the server with its tools.
-func New(cfg Config) *mcp.Server {
+func New(cfg Config) *Server {
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = 2 * time.Second
 	}
@@ -123,12 +180,20 @@ func New(cfg Config) *mcp.Server {
 			"(absolute paths must lie under /opt/workspace or /opt/user); files persist between calls.", cfg.Target),
 	})
 	h := &handlers{cfg: cfg}
+	h.ended, h.stop = context.WithCancel(context.Background())
 	h.register(s)
-	return s
+	return &Server{Server: s, h: h}
 }
 
-// handlers hold the tools' configuration.
-type handlers struct{ cfg Config }
+// handlers hold the tools' configuration, and count the calls running.
+type handlers struct {
+	cfg      Config
+	inflight sync.WaitGroup
+	// ended is done when the session ended (stop): a call's context is
+	// cancelled then too, not only when its client cancels it.
+	ended context.Context
+	stop  context.CancelFunc
+}
 
 // fieldError is a bad tool input: the error, and the input field it is
 // about.
@@ -202,6 +267,11 @@ func addTool[In any](h *handlers, s *mcp.Server, name, desc string, out *jsonsch
 		t.OutputSchema = withError(out)
 	}
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
+		h.inflight.Add(1)
+		defer h.inflight.Done()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(h.ended, cancel)()
 		defer func() {
 			if p := recover(); p != nil {
 				core.Debugf("mcp: tool %s panicked: %v\n%s", name, p, debug.Stack())
@@ -242,8 +312,6 @@ func withError(s *jsonschema.Schema) *jsonschema.Schema {
 	return c
 }
 
-var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]*)"`)
-
 // decodeStrict decodes a tool's arguments into v: an unknown field, a
 // value of the wrong type and a missing required field are bad_flag errors
 // naming the field.
@@ -281,9 +349,6 @@ func decodeStrict(args json.RawMessage, v any, schema *jsonschema.Schema) error 
 				want = s.Type
 			}
 			return badField(te.Field, "%s must be a %s, not a JSON %s", te.Field, want, te.Value)
-		case unknownFieldRE.MatchString(err.Error()):
-			f := unknownFieldRE.FindStringSubmatch(err.Error())[1]
-			return badField(f, "unknown input %q", f)
 		}
 		return badField("arguments", "bad arguments: %v", err)
 	}

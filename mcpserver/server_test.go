@@ -394,3 +394,40 @@ func TestDecodeStrictNull(t *testing.T) {
 		t.Errorf("an array: %v", err)
 	}
 }
+
+// TestClientGoneStopsCalls: when the client's stream ends, a call still
+// running is cancelled (its program stopped) and Serve returns after it.
+func TestClientGoneStopsCalls(t *testing.T) {
+	running, cancelled := make(chan struct{}), make(chan struct{})
+	f := &fake{run: func(ctx context.Context, r Run) (json.RawMessage, error) {
+		close(running)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	}}
+	srv := New(Config{Target: core.Target{Scope: "u1"}, Runner: f, Files: f, Sandboxes: sandboxes{f}})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), inR, outW) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "sleep 600"}})
+	}()
+	<-running
+	inW.Close() // the client goes away
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running call was not cancelled when the client went away")
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	outR.Close()
+}

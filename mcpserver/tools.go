@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
@@ -221,6 +222,9 @@ func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in *Ru
 	if err := h.cfg.Runner.CheckLanguage(in.Language); err != nil {
 		return nil, inField("language", err)
 	}
+	if len(in.Code) > wire.MaxCode {
+		return nil, badField("code", "code is over the %d MiB limit", wire.MaxCode>>20)
+	}
 	to, err := h.timeout(in.Timeout)
 	if err != nil {
 		return nil, err
@@ -239,6 +243,9 @@ func (h *handlers) runCommand(ctx context.Context, req *mcp.CallToolRequest, in 
 	}
 	if strings.IndexByte(in.Command, 0) >= 0 {
 		return nil, badField("command", "command contains a NUL byte")
+	}
+	if len(in.Command) > wire.MaxCode {
+		return nil, badField("command", "command is over the %d MiB limit", wire.MaxCode>>20)
 	}
 	to, err := h.timeout(in.Timeout)
 	if err != nil {

@@ -223,20 +223,7 @@ func TestMCPTools(t *testing.T) {
 		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "echo $$ > victim.pid; exec sleep 300", "timeout": 120}})
 		callErr <- err
 	}()
-	var pid string
-	poll(t, 30*time.Second, func() error {
-		var r struct{ Content string }
-		res, raw := mcpCall(t, cs, "read_file", map[string]any{"path": "victim.pid"})
-		if res.IsError {
-			return fmt.Errorf("no pid file yet: %s", raw)
-		}
-		_ = json.Unmarshal(raw, &r)
-		pid = strings.TrimSpace(r.Content)
-		return nil
-	})
-	if j := runCmd(t, cs, "kill -0 "+pid+" 2>/dev/null && echo alive || echo gone"); j.Stdout != "alive\n" {
-		t.Fatalf("the running program (pid %s) is not seen by a later call: %+v", pid, j)
-	}
+	pid := mcpWaitPid(t, cs, "victim.pid")
 	ccancel()
 	select {
 	case err := <-callErr:
@@ -246,12 +233,40 @@ func TestMCPTools(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the cancelled call did not return")
 	}
-	poll(t, 20*time.Second, func() error {
-		if j := runCmd(t, cs, "kill -0 "+pid+" 2>/dev/null && echo alive || echo gone"); j.Stdout != "gone\n" {
-			return fmt.Errorf("the cancelled program (pid %s) is %s", pid, j.Stdout)
-		}
-		return nil
-	})
+	mcpWaitGone(t, cs, pid)
+
+	// A client that goes away in the middle of a call (its end of the
+	// pipes closes, as when it crashes; the SDK's own Close would wait for
+	// the call): the server stops the program, then exits.
+	srv := osexec.Command(pluginBin, "mcp", "--scope", s)
+	srv.Env, srv.Dir = os.Environ(), t.TempDir()
+	stdin, _ := srv.StdinPipe()
+	stdout, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = srv.Process.Kill(); <-exited })
+	leaving, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = leaving.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "echo $$ > victim2.pid; exec sleep 600", "timeout": 600}})
+	}()
+	pid = mcpWaitPid(t, cs, "victim2.pid")
+	t0 := time.Now()
+	_ = stdin.Close()
+	mcpWaitGone(t, cs, pid)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Errorf("the server did not exit after its client went away")
+	}
+	if d := time.Since(t0); d > 30*time.Second {
+		t.Errorf("the program of a client that went away lived %s after it", d)
+	}
 
 	// Sessions under the fixed scope, and a copy between them.
 	var cr struct {
@@ -305,6 +320,38 @@ func TestMCPTools(t *testing.T) {
 	if j := runCmd(t, cs, "cat notes/a.txt"); !j.Created || j.Stdout != "hello" {
 		t.Fatalf("after docker rm: %+v", j)
 	}
+}
+
+// mcpWaitPid waits for a program's pid file and checks that a later call
+// sees the program alive.
+func mcpWaitPid(t *testing.T, cs *mcp.ClientSession, file string) string {
+	t.Helper()
+	var pid string
+	poll(t, 30*time.Second, func() error {
+		var r struct{ Content string }
+		res, raw := mcpCall(t, cs, "read_file", map[string]any{"path": file})
+		if res.IsError {
+			return fmt.Errorf("no pid file yet: %s", raw)
+		}
+		_ = json.Unmarshal(raw, &r)
+		pid = strings.TrimSpace(r.Content)
+		return nil
+	})
+	if j := runCmd(t, cs, "kill -0 "+pid+" 2>/dev/null && echo alive || echo gone"); j.Stdout != "alive\n" {
+		t.Fatalf("the running program (pid %s) is not seen by a later call: %+v", pid, j)
+	}
+	return pid
+}
+
+// mcpWaitGone waits until a later call finds the program gone.
+func mcpWaitGone(t *testing.T, cs *mcp.ClientSession, pid string) {
+	t.Helper()
+	poll(t, 20*time.Second, func() error {
+		if j := runCmd(t, cs, "kill -0 "+pid+" 2>/dev/null && echo alive || echo gone"); j.Stdout != "gone\n" {
+			return fmt.Errorf("the stopped program (pid %s) is %s", pid, j.Stdout)
+		}
+		return nil
+	})
 }
 
 // TestMCPFixedSessionAndEngineDown: without --sessions the session tools do

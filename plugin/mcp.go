@@ -14,7 +14,6 @@ import (
 	"github.com/docker/cli/cli"
 	"github.com/docker/cli/cli/command"
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -102,7 +101,7 @@ func runMCP(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, o *m
 	})
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	err = srv.Run(ctx, &mcp.StdioTransport{})
+	err = srv.Serve(ctx, os.Stdin, os.Stdout)
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
 		return nil // the client went away, or we were told to stop
 	}
