@@ -375,4 +375,11 @@ func TestMCPFixedSessionAndEngineDown(t *testing.T) {
 		mcpFail(t, cs, "run_command", map[string]any{"command": "true"}, "engine_unreachable", "")
 	}
 	mcpFail(t, cs, "list_files", nil, "engine_unreachable", "")
+
+	// What the server is started with is checked before it serves: a bad
+	// scope is exit 125 with nothing on standard output (the protocol's).
+	r := sbRun(t, run{args: []string{"mcp", "--scope", "../" + s}, standalone: true, stdin: strings.NewReader("")})
+	if r.Code != 125 || r.Stdout != "" || !strings.Contains(r.Stderr, "scope") {
+		t.Errorf("mcp --scope ../%s: %s", s, r)
+	}
 }
