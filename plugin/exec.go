@@ -19,6 +19,7 @@ import (
 
 	"github.com/docker-sandbox/docker-sandbox/audit"
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/egress/policy"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -155,8 +156,6 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 		return core.Errorf(core.CodeBadFlag, "--kernel takes no program arguments (got %q): the kernel runs code, not a program", src.args)
 	}
 
-	b := builder(dockerCli, c)
-	spec := sandboxSpec(c, b, target)
 	jsonMode := o.format != ""
 	var outBuf, errBuf bytes.Buffer
 	req := sbexec.Request{
@@ -184,16 +183,43 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	// Ctrl-C: stop waiting; closing the stream ends the program's exec.
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	record := func(res sbexec.Result, runErr error) {
+		rec := execRecord(target, lang.Name, src.code, au.maxCode(), src.args, env, stdin.N, res, runErr, ctx.Err() != nil)
+		if useKernel {
+			kernelRecord(&rec, res.Status, c.KernelReset)
+		}
+		au.record(rec, outCap, errCap)
+	}
+	r, err := execute(ctx, dockerCli, c, target, egRules, req, o.rm, jsonMode, record)
+	if err != nil {
+		return err
+	}
+	r.stdout, r.stderr = outBuf.String(), errBuf.String()
+	if !jsonMode {
+		return r.reportPlain(dockerCli.Out(), dockerCli.Err())
+	}
+	return r.reportJSON(dockerCli.Out(), o.format)
+}
 
+// execute runs req in target's sandbox, as exec and the MCP server's run
+// tools do: the Spec, its runtime, the network (egRules from execEgress),
+// the run, the cleanup (rm: --rm) and the outcome; jsonMode also finds the
+// runtime and container for the JSON result. A cancelled ctx stops the
+// program (interrupted). after (when not nil) gets the run's result and
+// error once it ended and was cleaned up (the audit record).
+func execute(ctx context.Context, dockerCli command.Cli, c *config.Config, target core.Target, egRules *policy.Rules, req sbexec.Request, rm, jsonMode bool, after func(sbexec.Result, error)) (*execOutcome, error) {
+	b := builder(dockerCli, c)
+	spec := sandboxSpec(c, b, target)
+	var err error
 	// The runtime for the sandbox's network (auto; proxy mode under gVisor
 	// needs a --network=host runtime), before the egress side makes anything.
 	if spec.Runtime, err = resolveRuntime(ctx, dockerCli.Client(), spec.Runtime, spec.Network); err != nil {
-		return err
+		return nil, err
 	}
 	m := manager(dockerCli, c)
 	joined, err := joinNetwork(ctx, dockerCli, m, c, &spec, egRules)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	core.Debugf("before run")
 	res, runErr := m.Run(ctx, spec, req)
@@ -207,24 +233,18 @@ func runExec(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, arg
 	if jsonMode && runErr == nil {
 		ranUnder, ctrID = m.SandboxRuntime(ctx, spec)
 	}
-	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, o.rm)
-	rec := execRecord(target, lang.Name, src.code, au.maxCode(), src.args, env, stdin.N, res, runErr, ctx.Err() != nil)
-	if useKernel {
-		kernelRecord(&rec, res.Status, c.KernelReset)
+	removed, runErr := execCleanup(ctx, m, dockerCli.Err(), target, res, runErr, rm)
+	if after != nil {
+		after(res, runErr)
 	}
-	au.record(rec, outCap, errCap)
 	if ctx.Err() != nil {
 		// Ctrl-C: the helper was told to stop the program.
-		return &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
+		return nil, &core.Error{Code: "interrupted", Message: "interrupted: the program was stopped", Exit: 130}
 	}
 	if runErr != nil {
-		return runErr
+		return nil, runErr
 	}
-	r := execOutcome{c: c, spec: spec, lang: lang, res: res, removed: removed, runtime: ranUnder, ctrID: ctrID, stdout: outBuf.String(), stderr: errBuf.String()}
-	if !jsonMode {
-		return r.reportPlain(dockerCli.Out(), dockerCli.Err())
-	}
-	return r.reportJSON(dockerCli.Out(), o.format)
+	return &execOutcome{c: c, spec: spec, lang: req.Lang, res: res, removed: removed, runtime: ranUnder, ctrID: ctrID}, nil
 }
 
 // execTarget is the sandbox of the call: --scope (else the configured
