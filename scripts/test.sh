@@ -312,13 +312,12 @@ ARM64_PKGS=(./cmd/sandbox-helper ./core ./egress/iprules ./egress/policy ./egres
 #    process's own /proc/self/stat (and /proc/<its pid>/stat) with state "0"
 #    and pgrp, session and most other fields 0, so the helper's process-group
 #    sweep cannot see the groups it must kill.
-#  - TestControl(Drain|StoppedWrapper|Signal|Lifetime|DiskLimit|OnlyExecRoots):
-#    init names its control-socket peer by /proc/PID/cmdline, and an emulated
-#    process's cmdline starts with the qemu interpreter
-#    (/usr/libexec/qemu-binfmt/aarch64-binfmt-P), so no peer is the helper.
+#  (TestControl*, which once were excluded because an emulated process's
+#  cmdline starts with the qemu interpreter, run: the helper reads a
+#  cmdline without the emulator's part, exec/inside deEmulated.)
 #  - TestReserveThreads: qemu-user runs threads of its own in the process, so
 #    the thread count the test checks is not the Go runtime's.
-ARM64_EXCLUDED='^(TestReadProcs|TestRunSweepKillsLeaderlessGroups|TestRunGroupKillWithoutProc|TestRunExitKillsLeftovers|TestRunTimeoutKillsEverything|TestControl(Drain|StoppedWrapper|Signal|Lifetime|DiskLimit|OnlyExecRoots)|TestReserveThreads)$'
+ARM64_EXCLUDED='^(TestReadProcs|TestRunSweepKillsLeaderlessGroups|TestRunGroupKillWithoutProc|TestRunExitKillsLeftovers|TestRunTimeoutKillsEverything|TestReserveThreads)$'
 
 # arm64_binfmt: true when the kernel runs linux/arm64 ELF binaries through
 # qemu-aarch64 (binfmt_misc); tries to register it once.
