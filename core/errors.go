@@ -58,6 +58,10 @@ const (
 	CodeEgressNotRunning  = "egress_not_running"
 	CodeEgressMismatch    = "egress_mismatch"
 	CodeEgressUnavailable = "egress_unavailable"
+	// CodeEngineUnsupported: the engine (Podman's Docker-compatible API)
+	// cannot give a guarantee the sandbox needs: a setting it ignores, or
+	// a feature it lacks.
+	CodeEngineUnsupported = "engine_unsupported"
 )
 
 // Error is an error with a stable code and the exit status the CLI uses.

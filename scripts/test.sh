@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 # shellcheck source=scripts/ssh-fixture.sh
 . scripts/ssh-fixture.sh
+# shellcheck source=scripts/podman-fixture.sh
+. scripts/podman-fixture.sh
 LOG_PREFIX="test"
 
 VERSION="$(version)"
@@ -158,6 +160,7 @@ restore_daemon_json() {
 
 cleanup() {
 	ssh_fixture_stop
+	podman_fixture_stop || true
 	if [[ -n "$RUN_ID" ]]; then
 		remove_by_label
 	fi
@@ -211,13 +214,16 @@ fi
 PATH="$(dirname "$GO"):$PATH"
 export PATH
 
-# ssh_tests_selected GO_TEST_ARGS...: true when go test would run one of
-# plugin/e2e_ssh_test.go's tests (TestSSH*), which need the ssh fixture: a
-# full run, or the plugin package (./plugin, ./..., or no package: ./...)
-# with no -run or a -run whose top-level pattern matches one of their names
-# (bash's regular expressions, which read the patterns used here as Go's
-# do; one bash cannot read counts as a match).
-ssh_tests_selected() {
+# tests_selected FILE PREFIX GO_TEST_ARGS...: true when go test would run
+# one of FILE's tests named PREFIX* (plugin/e2e_ssh_test.go's TestSSH*, which
+# need the ssh fixture; plugin/e2e_podman_test.go's TestPodman*, the Podman
+# fixture): a full run, or the plugin package (./plugin, ./..., or no
+# package: ./...) with no -run or a -run whose top-level pattern matches one
+# of their names (bash's regular expressions, which read the patterns used
+# here as Go's do; one bash cannot read counts as a match).
+tests_selected() {
+	local file="$1" prefix="$2"
+	shift 2
 	(($# > 0)) || return 0
 	local a prev="" pat="" pkgs="" plugin="" name rc
 	for a in "$@"; do
@@ -238,11 +244,13 @@ ssh_tests_selected() {
 		rc=0
 		[[ "$name" =~ $pat ]] || rc=$?
 		((rc == 1)) || return 0
-	done < <(sed -nE 's/^func (TestSSH[A-Za-z0-9_]*)\(.*/\1/p' plugin/e2e_ssh_test.go)
+	done < <(sed -nE "s/^func (${prefix}[A-Za-z0-9_]*)\\(.*/\\1/p" "$file")
 	return 1
 }
 SSH_TESTS=""
-if ssh_tests_selected "$@"; then SSH_TESTS=1; fi
+if tests_selected plugin/e2e_ssh_test.go TestSSH "$@"; then SSH_TESTS=1; fi
+PODMAN_TESTS=""
+if tests_selected plugin/e2e_podman_test.go TestPodman "$@"; then PODMAN_TESTS=1; fi
 
 tools() {
 	need_cmd socat socat
@@ -261,6 +269,9 @@ tools() {
 	# OpenSSH's server, for the ssh:// tests (TestSSH*, scripts/ssh-fixture.sh),
 	# when they run.
 	[[ -z "$SSH_TESTS" ]] || need_cmd sshd openssh-server
+	# Podman, for the Podman tests (TestPodman*, scripts/podman-fixture.sh),
+	# when they run.
+	[[ -z "$PODMAN_TESTS" ]] || need_cmd podman podman
 	# qemu-user-static and binfmt-support, for the arm64 phase (a full run,
 	# or DOCKER_SANDBOX_ARM64_ONLY=1).
 	if (($# == 0)) || [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 ]]; then
@@ -484,6 +495,9 @@ phase images build_images
 if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
 	phase sshd ssh_fixture_start "$RUN_ID"
 fi
+if [[ -n "$PODMAN_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+	phase podman podman_fixture_start "$BASE_TAG"
+fi
 if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"
 	phase "runsc pass" run_runsc_pass
@@ -495,6 +509,10 @@ if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 fi
 phase "go test" run_go_test "$@"
 ssh_fixture_stop
+if ! podman_fixture_stop; then
+	N_FAIL=$((N_FAIL + 1))
+	TEST_STATUS=1
+fi
 if (($# == 0)); then
 	phase "runsc pass" run_runsc_pass
 	phase arm64 run_arm64
