@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,7 +140,7 @@ func (f podmanFixture) sbArgs(t *testing.T, args ...string) result {
 
 // TestPodmanCore: the plugin's core subset on Podman: version, exec (stdin,
 // FILE with args, -c, JSON, exit codes, timeout, OOM), the sandbox's
-// hardening as seen inside, ls, stop, rm.
+// hardening as seen inside, idle expiry, ls, stop, rm.
 func TestPodmanCore(t *testing.T) {
 	f := needPodman(t)
 	s := f.scope(t)
@@ -259,6 +260,22 @@ readlink /proc/self/ns/cgroup /proc/self/ns/ipc /proc/self/ns/net`)
 			t.Errorf("the sandbox shares the host's cgroup namespace: %v; the creating exec said so: %v\n%s", shared, said, created.Stderr)
 		}
 		t.Logf("cgroup namespace: the host's: %v", shared)
+	})
+	t.Run("idle expiry", func(t *testing.T) {
+		// PID 1 exits after the idle TTL and Podman removes the container
+		// (AutoRemove); the data stays.
+		s3 := f.scope(t)
+		r := f.sbArgs(t, "exec", "-s", s3, "--idle-ttl", "2s", "-c", "echo x")
+		wantStdout(t, r, "x\n")
+		poll(t, 30*time.Second, func() error {
+			if c, v := f.objects(t, s3); c != 0 || v != 1 {
+				return fmt.Errorf("%d containers (want 0), %d volumes (want 1)", c, v)
+			}
+			return nil
+		})
+		if rows := lcListJSON(t, f.sbArgs(t, "ls", "-a", "--format", "json", "--filter", "scope="+s3)); len(rows) != 1 || rows[0].State != "expired-with-data" {
+			t.Fatalf("ls -a after the idle TTL: %+v", rows)
+		}
 	})
 	t.Run("ls stop rm", func(t *testing.T) {
 		rows := lcListJSON(t, f.sbArgs(t, "ls", "--format", "json", "--filter", "scope="+s))
