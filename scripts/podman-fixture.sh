@@ -29,8 +29,9 @@
 #     and /run/containers are not used;
 #   - registries.conf (CONTAINERS_REGISTRIES_CONF): no search registries, so
 #     a missing image is an error, never a pull off the machine.
-# Podman's rootful lock segment /dev/shm/libpod_lock is removed by stop
-# when it did not exist before.
+# Podman's rootful lock segment /dev/shm/libpod_lock and the blob cache
+# that loading an image writes (/var/lib/containers/cache) are removed by
+# stop when they did not exist before.
 # Start records the firewall rules (iptables -S, iptables-legacy -S, nft -s
 # list ruleset), the Docker Engine's networks (docker network ls) and the
 # host's network links (podman_host_state); stop compares them and fails
@@ -41,6 +42,7 @@ PODMAN_FIXTURE_DIR=""
 PODMAN_FIXTURE_PID=""
 PODMAN_FIXTURE_STATE=""
 PODMAN_FIXTURE_SHM=""
+PODMAN_FIXTURE_VARLIB="" # what of /var/lib/containers the fixture made
 PODMAN_FIXTURE_ENGINE="" # the Docker Engine's DOCKER_HOST when the fixture started
 
 # podman_host_state prints what podman must not change: the firewall rules
@@ -48,19 +50,22 @@ PODMAN_FIXTURE_ENGINE="" # the Docker Engine's DOCKER_HOST when the fixture star
 # own networks and the host's links. Other runs on this engine make and
 # remove networks meanwhile: their bridges' rules (naming br-ID), links
 # (br-ID, veth*) and networks (labelled com.docker.sandbox.test-run) are
-# left out. What podman could make (CNI or netavark chains, cni-podman
-# bridges) names cni, podman or netavark: any such line stays in.
+# left out, and the rules are compared as sets of lines (sort -u): the
+# engine inserts its jump to DOCKER-USER again whenever it makes a network,
+# which can leave it twice. What podman could make (CNI or netavark chains,
+# cni-podman bridges) names cni, podman or netavark: any such line stays
+# in, and fails the check even when it was there before.
 podman_host_state() {
 	local skip='br-[0-9a-f]{12}'
 	echo "iptables:"
-	iptables -S 2>/dev/null | grep -vE "$skip" || true
+	iptables -S 2>/dev/null | grep -vE "$skip" | sort -u || true
 	if command -v iptables-legacy >/dev/null 2>&1; then
 		echo "iptables-legacy:"
-		iptables-legacy -S 2>/dev/null | grep -vE "$skip" || true
+		iptables-legacy -S 2>/dev/null | grep -vE "$skip" | sort -u || true
 	fi
 	if command -v nft >/dev/null 2>&1; then
 		echo "nft:"
-		nft -s list ruleset 2>/dev/null | grep -vE "$skip" || true
+		nft -s list ruleset 2>/dev/null | grep -vE "$skip" | sort -u || true
 	fi
 	echo "docker networks:"
 	DOCKER_HOST="$PODMAN_FIXTURE_ENGINE" docker network ls --no-trunc --format '{{.ID}} {{.Name}} {{.Driver}} {{.Labels}}' 2>&1 |
@@ -92,6 +97,13 @@ podman_fixture_start() {
 	PODMAN_FIXTURE_ENGINE="${DOCKER_HOST:-}"
 	PODMAN_FIXTURE_STATE="$(podman_host_state)"
 	[[ -e /dev/shm/libpod_lock ]] || PODMAN_FIXTURE_SHM=1
+	# Loading an image writes containers/image's blob cache to
+	# /var/lib/containers/cache whatever the store (root's default).
+	if [[ ! -e /var/lib/containers ]]; then
+		PODMAN_FIXTURE_VARLIB=/var/lib/containers
+	elif [[ ! -e /var/lib/containers/cache ]]; then
+		PODMAN_FIXTURE_VARLIB=/var/lib/containers/cache
+	fi
 	PODMAN_FIXTURE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/docker-sandbox-podman.XXXXXX")"
 	d="$PODMAN_FIXTURE_DIR"
 	nproc="$(ulimit -Hu)"
@@ -181,6 +193,10 @@ podman_fixture_stop() {
 	if [[ -n "$PODMAN_FIXTURE_SHM" ]]; then
 		rm -f /dev/shm/libpod_lock
 		PODMAN_FIXTURE_SHM=""
+	fi
+	if [[ -n "$PODMAN_FIXTURE_VARLIB" ]]; then
+		rm -rf "$PODMAN_FIXTURE_VARLIB"
+		PODMAN_FIXTURE_VARLIB=""
 	fi
 	unset DOCKER_SANDBOX_TEST_PODMAN DOCKER_SANDBOX_TEST_PODMAN_LOG
 	if [[ -n "$PODMAN_FIXTURE_STATE" ]]; then
