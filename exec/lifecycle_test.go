@@ -460,6 +460,18 @@ type lcFake struct {
 	volErr     error
 	vols       []*volume.Volume // VolumeList's answer (nil: the long-term volume of u1)
 	volRemoved []string
+	// podman: the engine is Podman, whose execs say running for
+	// podmanLinger exec inspects after they ended (-1: they run on).
+	podman       bool
+	podmanLinger int
+	execInspects int
+}
+
+func (f *lcFake) ServerVersion(ctx context.Context) (types.Version, error) {
+	if f.podman {
+		return types.Version{Components: []types.ComponentVersion{{Name: PodmanComponent}}}, nil
+	}
+	return types.Version{Components: []types.ComponentVersion{{Name: "Engine"}}}, nil
 }
 
 func (f *lcFake) log(s string) { f.calls = append(f.calls, s) }
@@ -515,7 +527,50 @@ func (f *lcFake) ContainerExecInspect(ctx context.Context, id string) (container
 	if code, ok := f.drainExit[id]; ok {
 		return container.ExecInspect{ExecID: id, ExitCode: code}, nil
 	}
-	return container.ExecInspect{ExecID: id, Running: f.execsAt(f.inspects)[id]}, nil
+	f.execInspects++
+	running := f.execsAt(f.inspects)[id]
+	if f.podman && f.podmanLinger >= 0 && f.execInspects > f.podmanLinger {
+		running = false
+	}
+	return container.ExecInspect{ExecID: id, Running: running}, nil
+}
+
+// On Podman an exec that has just returned still says running for a
+// moment: rm looks again (up to podmanExecSettle) before saying busy; one
+// that runs on is still busy. On Docker a running exec is busy at once.
+func TestRemoveSandboxClaimPodmanSettles(t *testing.T) {
+	old := podmanExecSettle
+	podmanExecSettle = 300 * time.Millisecond
+	t.Cleanup(func() { podmanExecSettle = old })
+	running := func(int) map[string]bool { return map[string]bool{"e1": true} }
+	for _, tc := range []struct {
+		name      string
+		podman    bool
+		linger    int
+		wantCode  string
+		wantCalls []string
+	}{
+		{"podman: ended a moment ago", true, 2, "", []string{"drain", "remove", "volume-remove"}},
+		{"podman: runs on", true, -1, core.CodeScopeBusy, nil},
+		{"docker: running", false, 0, core.CodeScopeBusy, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &lcFake{running: true, execsAt: running, podman: tc.podman, podmanLinger: tc.linger,
+				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
+			m := &Manager{Engine: f}
+			start := time.Now()
+			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, false)
+			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
+				t.Fatalf("want code %q, got %v", tc.wantCode, err)
+			}
+			if d := cmp.Diff(tc.wantCalls, f.calls); d != "" {
+				t.Fatalf("calls (-want +got):\n%s", d)
+			}
+			if !tc.podman && time.Since(start) > 200*time.Millisecond {
+				t.Fatalf("docker: busy after %v, want at once", time.Since(start))
+			}
+		})
+	}
 }
 
 func (f *lcFake) ContainerRemove(ctx context.Context, id string, o container.RemoveOptions) error {

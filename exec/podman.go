@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -255,4 +256,28 @@ func (m *Manager) checkPodman(ctx context.Context, s Spec, id string) error {
 		return err
 	}
 	return m.checkPodmanNamespaces(ctx, s, id)
+}
+
+// podmanExecSettle is how long an exec session may still say running on
+// Podman after its stream ended: Podman marks it exited only once its
+// cleanup has run, a moment later.
+var podmanExecSettle = 3 * time.Second
+
+// settledExecs returns the execs' states (execInfos). When one is still
+// running and the engine is Podman, it looks again (every claimPoll, for
+// at most podmanExecSettle) until none is: an exec that has just returned
+// is not a busy sandbox there either. One that runs on is still reported.
+func (m *Manager) settledExecs(ctx context.Context, ids []string) []ExecInfo {
+	execs := m.execInfos(ctx, ids)
+	if !anyRunning(execs) {
+		return execs
+	}
+	if podman, err := m.engineIsPodman(ctx); err != nil || !podman {
+		return execs
+	}
+	for settle := time.Now().Add(podmanExecSettle); anyRunning(execs) && time.Now().Before(settle) && ctx.Err() == nil; {
+		sleepCtx(ctx, claimPoll)
+		execs = m.execInfos(ctx, ids)
+	}
+	return execs
 }

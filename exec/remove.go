@@ -236,7 +236,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 		if c.State == nil || !c.State.Running || c.State.Paused {
 			return false, nil // created, exited, dead or paused: nothing runs
 		}
-		execs := m.execInfos(ctx, c.ExecIDs)
+		execs := m.settledExecs(ctx, c.ExecIDs)
 		if anyRunning(execs) {
 			return false, busyError(t, execs)
 		}
@@ -266,7 +266,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 				others = append(others, x)
 			}
 		}
-		if execs := m.execInfos(ctx, others); anyRunning(execs) {
+		if execs := m.settledExecs(ctx, others); anyRunning(execs) {
 			m.undrain(ctx, id, holder)
 			return false, busyError(t, execs)
 		}

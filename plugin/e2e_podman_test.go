@@ -140,7 +140,7 @@ func (f podmanFixture) sbArgs(t *testing.T, args ...string) result {
 
 // TestPodmanCore: the plugin's core subset on Podman: version, exec (stdin,
 // FILE with args, -c, JSON, exit codes, timeout, OOM), the sandbox's
-// hardening as seen inside, idle expiry, ls, stop, rm.
+// hardening as seen inside, a session, idle expiry, ls, stop, rm.
 func TestPodmanCore(t *testing.T) {
 	f := needPodman(t)
 	s := f.scope(t)
@@ -260,6 +260,23 @@ readlink /proc/self/ns/cgroup /proc/self/ns/ipc /proc/self/ns/net`)
 			t.Errorf("the sandbox shares the host's cgroup namespace: %v; the creating exec said so: %v\n%s", shared, said, created.Stderr)
 		}
 		t.Logf("cgroup namespace: the host's: %v", shared)
+	})
+	t.Run("session", func(t *testing.T) {
+		// A session's workspace volume: created with its labels, filled
+		// (owned by the sandbox user, writable), its own; rm of the
+		// session leaves the scope's.
+		s4 := f.scope(t)
+		wantStdout(t, f.sbArgs(t, "exec", "-s", s4, "-c", "echo kept > /opt/user/k"), "")
+		wantStdout(t, f.sbArgs(t, "exec", "-s", s4, "--session", "w1", "-c", "echo w > /opt/workspace/f && cat /opt/workspace/f /opt/user/k && stat -c %u /opt/workspace"), "w\nkept\n65532\n")
+		rows := lcListJSON(t, f.sbArgs(t, "ls", "--format", "json", "--filter", "scope="+s4))
+		if len(rows) != 2 {
+			t.Fatalf("ls: %+v", rows)
+		}
+		wantStdout(t, f.sbArgs(t, "rm", s4+"/w1"), s4+"/w1\n")
+		if c, v := f.objects(t, s4); c != 1 || v != 1 {
+			t.Fatalf("after rm of the session: %d containers, %d volumes (want the scope's 1 and 1)", c, v)
+		}
+		wantStdout(t, f.sbArgs(t, "exec", "-s", s4, "-c", "cat /opt/user/k"), "kept\n")
 	})
 	t.Run("idle expiry", func(t *testing.T) {
 		// PID 1 exits after the idle TTL and Podman removes the container
