@@ -16,8 +16,10 @@ const (
 	CodeImageBuildFailed   = "image_build_failed"
 	CodeBadImage           = "bad_image"
 	CodeRuntimeUnavailable = "runtime_unavailable"
-	// CodeEngineUnsupported: the engine cannot enforce a setting every
-	// sandbox has (a limit its cgroups lack); nothing was created.
+	// CodeEngineUnsupported: the engine cannot give a guarantee the
+	// sandbox needs: a limit its cgroups lack (rootless on cgroup v1), a
+	// setting it ignores or a feature it lacks (Podman's Docker-compatible
+	// API); nothing was created or kept.
 	CodeEngineUnsupported = "engine_unsupported"
 	CodeLimitReached      = "limit_reached"
 	CodeScopeBusy         = "scope_busy"

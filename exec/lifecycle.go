@@ -217,6 +217,7 @@ func (m *Manager) List(ctx context.Context, o ListOptions) ([]*Sandbox, error) {
 	if vErr != nil {
 		return nil, core.EngineError(vErr, "cannot list the sandbox volumes")
 	}
+	vs.Volumes = withLabels(vs.Volumes, vf)
 	rows := assemble(cs, vs.Volumes)
 	var out []*Sandbox
 	for _, s := range rows {

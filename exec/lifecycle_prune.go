@@ -184,6 +184,7 @@ func (m *Manager) pruneInventory(ctx context.Context, e Engine, labels []string)
 	if err != nil {
 		return inv, core.EngineError(err, "cannot list the plugin's volumes")
 	}
+	vs.Volumes = withLabels(vs.Volumes, f)
 	inv.volumes = vs.Volumes
 	if inv.networks, err = e.NetworkList(ctx, network.ListOptions{Filters: f}); err != nil {
 		return inv, core.EngineError(err, "cannot list the plugin's networks")

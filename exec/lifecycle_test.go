@@ -466,6 +466,10 @@ type lcFake struct {
 	volRemoved []string
 }
 
+func (f *lcFake) ServerVersion(ctx context.Context) (types.Version, error) {
+	return types.Version{Components: []types.ComponentVersion{{Name: "Engine"}}}, nil
+}
+
 func (f *lcFake) log(s string) { f.calls = append(f.calls, s) }
 
 func (f *lcFake) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {

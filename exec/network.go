@@ -91,6 +91,12 @@ func (m *Manager) AttachNetwork(ctx context.Context, spec *Spec, rules *policy.R
 	if m.Network == nil {
 		return nil, core.Errorf(core.CodeInternal, "--network proxy needs the egress side, which this call was not given")
 	}
+	// Before the sidecar is started: Podman is refused (podman.go).
+	if podman, err := m.engineIsPodman(ctx); err != nil {
+		return nil, err
+	} else if podman {
+		return nil, podmanRefuse(*spec)
+	}
 	// The environment of the target's existing sandbox, when the container
 	// of that name is that sandbox (name, labels and kind: a look-alike's
 	// environment is never reused).

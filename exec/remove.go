@@ -105,6 +105,7 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 	if err != nil {
 		return found, core.EngineError(err, "cannot list the volumes of "+t.String())
 	}
+	vs.Volumes = withLabels(vs.Volumes, scopeFilter(t, ""))
 	vols := map[string]bool{}
 	for _, v := range vs.Volumes {
 		vt, _, ok := OwnVolume(v)
@@ -276,7 +277,7 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 				others = append(others, x)
 			}
 		}
-		if execs := m.execInfos(ctx, others); anyRunning(execs) {
+		if execs := m.settle(ctx, others, execSettle); anyRunning(execs) {
 			m.undrain(ctx, id, holder)
 			return false, busyError(t, execs)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -51,6 +52,11 @@ type Manager struct {
 	// MaxSandboxes is the limit of live sandboxes on the engine (config
 	// max_sandboxes); 0 means DefaultMaxSandboxes.
 	MaxSandboxes int
+	// Podman reads Podman's own inspect (the namespaces its compat API
+	// does not report), for sandboxes on Podman; Warnf tells the user
+	// what holds there instead of a guarantee (nil: nothing is said).
+	Podman PodmanInspector
+	Warnf  func(format string, args ...any)
 }
 
 // Request is one program to run.
@@ -670,6 +676,14 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	if err := CheckEngineLimits(info, "sandbox", spec.CPUs > 0); err != nil {
 		return "", err
 	}
+	if spec.Podman, err = m.engineIsPodman(ctx); err != nil {
+		return "", err
+	}
+	if spec.Podman {
+		if err := podmanRefuse(*spec); err != nil {
+			return "", err
+		}
+	}
 	if spec.Runtime != "" {
 		if _, ok := info.Runtimes[spec.Runtime]; !ok {
 			var have []string
@@ -733,6 +747,14 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		cleanup()
 		return "", core.Errorf(core.CodeEngineUnsupported, "the engine created sandbox %s without a setting it asked for (%s); it was removed and nothing ran: use an engine that enforces the sandbox's limits", spec.Target, w)
 	}
+	if spec.Podman {
+		// Podman ignores some settings silently: read them back.
+		if err := m.checkPodman(ctx, *spec, resp.ID); err != nil {
+			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+			cleanup()
+			return "", err
+		}
+	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {
 			return resp.ID, nil
@@ -747,16 +769,40 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 // seed creates the target's volumes (and the helper volume) through a
 // container of the helper image that is created and removed, never started:
 // the engine fills new, empty volumes from the image, with owner 65532.
+// Podman fills a volume only when a container mounting it starts, and
+// ignores the mounts' volume labels: there the volumes are created with
+// their labels first, and the seeder is started (the helper without a
+// command exits at once) and waited for.
 func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
 	cfg := &container.Config{
 		Image:      helperRef,
 		Entrypoint: []string{core.HelperPath},
 		Labels:     core.BaseLabels(core.KindSeeder),
 	}
-	hc := &container.HostConfig{NetworkMode: "none", Mounts: spec.seederMounts()}
+	mounts := spec.seederMounts()
+	hc := &container.HostConfig{NetworkMode: "none", Mounts: mounts}
+	if spec.Podman {
+		hc.Resources.Ulimits = podmanUlimits(1024)
+		for _, mt := range mounts {
+			if _, err := m.Engine.VolumeInspect(ctx, mt.Source); err == nil {
+				continue
+			} else if !isNotFound(err) {
+				return core.EngineError(err, "cannot inspect volume "+mt.Source)
+			}
+			if _, err := m.Engine.VolumeCreate(ctx, volume.CreateOptions{Name: mt.Source, Labels: mt.VolumeOptions.Labels}); err != nil {
+				return core.EngineError(err, "cannot create volume "+mt.Source)
+			}
+		}
+	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
 		return core.EngineError(err, "cannot create the volumes for "+spec.Target.String())
+	}
+	if spec.Podman {
+		if err := m.startSeeder(ctx, resp.ID); err != nil {
+			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+			return core.EngineError(err, "cannot fill the volumes for "+spec.Target.String())
+		}
 	}
 	if err := m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{}); err != nil {
 		return core.EngineError(err, "cannot remove the volume seeder container")

@@ -74,6 +74,32 @@ type fakeEngine struct {
 	createWarnings []string
 	// exits: each ended exec's exit code, by exec ID (ContainerExecInspect).
 	exits map[string]int
+	// podman: the engine says it is Podman (ServerVersion); podmanDrop
+	// changes a created sandbox's settings as Podman ignoring one would.
+	podman     bool
+	podmanDrop func(*container.HostConfig)
+}
+
+func (f *fakeEngine) ServerVersion(ctx context.Context) (types.Version, error) {
+	if f.podman {
+		return types.Version{Version: "4.3.1", Components: []types.ComponentVersion{{Name: PodmanComponent}, {Name: "Conmon"}}}, nil
+	}
+	return types.Version{Version: "28.5.1", Components: []types.ComponentVersion{{Name: "Engine"}}}, nil
+}
+
+func (f *fakeEngine) VolumeCreate(ctx context.Context, o volume.CreateOptions) (volume.Volume, error) {
+	f.call(fmt.Sprintf("VolumeCreate %s kind=%s", o.Name, o.Labels[core.LabelKind]))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.volumes[o.Name] = true
+	return volume.Volume{Name: o.Name, Labels: o.Labels}, nil
+}
+
+func (f *fakeEngine) ContainerWait(ctx context.Context, id string, _ container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+	f.call("Wait")
+	wc := make(chan container.WaitResponse, 1)
+	wc <- container.WaitResponse{StatusCode: 2}
+	return wc, make(chan error)
 }
 
 func newFake() *fakeEngine {
@@ -276,11 +302,20 @@ func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config,
 		return container.CreateResponse{}, cerrdefs.ErrConflict.WithMessage("name in use")
 	}
 	f.containers[name] = cfg
+	if f.podman && f.podmanDrop != nil {
+		c := *hc
+		f.podmanDrop(&c)
+		hc = &c
+	}
 	f.hostcfg[name] = hc
 	return container.CreateResponse{ID: name + "-0123456789abcdef", Warnings: f.createWarnings}, nil
 }
 
 func (f *fakeEngine) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {
+	if id == "seeder" {
+		f.call("StartSeeder")
+		return nil
+	}
 	f.call("Start")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -311,10 +346,15 @@ func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, _ container
 func (f *fakeEngine) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.containers[id]; !ok {
+	name := strings.TrimSuffix(id, "-0123456789abcdef")
+	if _, ok := f.containers[name]; !ok {
 		return container.InspectResponse{}, errNotFound
 	}
-	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id + "-0123456789abcdef"}}, nil
+	c := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: name + "-0123456789abcdef"}}
+	if f.podman {
+		c.HostConfig, c.Config = f.hostcfg[name], f.containers[name]
+	}
+	return c, nil
 }
 
 func (f *fakeEngine) ContainerList(ctx context.Context, o container.ListOptions) ([]container.Summary, error) {

@@ -127,7 +127,8 @@ func (m *Manager) SandboxRuntime(ctx context.Context, spec Spec) (runtime, id st
 	c, err := m.Engine.ContainerInspect(ctx, spec.ContainerName())
 	if err == nil {
 		id = shortID(c.ID)
-		if runtime == "" && c.HostConfig != nil {
+		// Podman says "oci" for its default runtime.
+		if runtime == "" && c.HostConfig != nil && c.HostConfig.Runtime != "oci" {
 			runtime = c.HostConfig.Runtime
 		}
 	}

@@ -43,6 +43,9 @@ type Spec struct {
 	// been inspected): each gets an empty read-only tmpfs instead of a
 	// writable anonymous volume. Not in Hash (the image is).
 	ImageVolumes []string
+	// Podman: the engine is Podman's Docker-compatible API (podman.go);
+	// known on a create. Not in Hash (a sandbox lives on one engine).
+	Podman bool
 }
 
 // Hash identifies the Spec's settings (not its target). The helper compares
@@ -151,6 +154,14 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 			Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: s.Nofile, Hard: s.Nofile}},
 		},
 		Mounts: s.mounts(),
+	}
+	if s.Podman {
+		hc.Resources.Ulimits = podmanUlimits(s.Nofile)
+		for _, p := range podmanReadOnlyTmpfs {
+			if _, ok := hc.Tmpfs[p]; !ok {
+				hc.Tmpfs[p] = podmanTmpfsRO
+			}
+		}
 	}
 	return cfg, hc
 }

@@ -103,7 +103,10 @@ func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 		max = c.MaxSandboxes
 	}
 	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
-		Version: Version, MaxSandboxes: max}
+		Version: Version, MaxSandboxes: max, Podman: podmanAPI{cli: dockerCli.Client()},
+		Warnf: func(format string, args ...any) {
+			fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: "+format+"\n", args...)
+		}}
 }
 
 // networkEngine is what checkNetwork asks the engine.

@@ -30,6 +30,8 @@ cd "$(dirname "$0")/.."
 . scripts/ssh-fixture.sh
 # shellcheck source=scripts/rootless-fixture.sh
 . scripts/rootless-fixture.sh
+# shellcheck source=scripts/podman-fixture.sh
+. scripts/podman-fixture.sh
 LOG_PREFIX="test"
 
 VERSION="$(version)"
@@ -162,6 +164,7 @@ restore_daemon_json() {
 cleanup() {
 	ssh_fixture_stop
 	rootless_fixture_stop
+	podman_fixture_stop || true
 	if [[ -n "$RUN_ID" ]]; then
 		remove_by_label
 	fi
@@ -218,10 +221,12 @@ export PATH
 # tests_selected PREFIX FILE GO_TEST_ARGS...: true when go test would run one
 # of FILE's tests named PREFIX* (plugin/e2e_ssh_test.go's TestSSH*, which
 # need the ssh fixture; plugin/e2e_rootless_test.go's TestRootless*, the
-# rootless engine): a full run, or the plugin package (./plugin, ./..., or
-# no package: ./...) with no -run or a -run whose top-level pattern matches
-# one of their names (bash's regular expressions, which read the patterns
-# used here as Go's do; one bash cannot read counts as a match).
+# rootless engine; plugin/e2e_podman_test.go's TestPodman*, the Podman
+# fixture; plugin/e2e_foreignarch_test.go's TestArm64*, the arm64 image):
+# a full run, or the plugin package (./plugin, ./..., or no package: ./...)
+# with no -run or a -run whose top-level pattern matches one of their names
+# (bash's regular expressions, which read the patterns used here as Go's
+# do; one bash cannot read counts as a match).
 tests_selected() {
 	local prefix="$1" file="$2"
 	shift 2
@@ -254,6 +259,8 @@ ROOTLESS_TESTS=""
 if tests_selected TestRootless plugin/e2e_rootless_test.go "$@"; then ROOTLESS_TESTS=1; fi
 ARM64_E2E=""
 if tests_selected TestArm64 plugin/e2e_foreignarch_test.go "$@"; then ARM64_E2E=1; fi
+PODMAN_TESTS=""
+if tests_selected TestPodman plugin/e2e_podman_test.go "$@"; then PODMAN_TESTS=1; fi
 
 tools() {
 	need_cmd socat socat
@@ -278,6 +285,9 @@ tools() {
 		need_cmd rootlesskit rootlesskit
 		need_cmd newuidmap uidmap
 	fi
+	# Podman, for the Podman tests (TestPodman*, scripts/podman-fixture.sh),
+	# when they run.
+	[[ -z "$PODMAN_TESTS" ]] || need_cmd podman podman
 	# qemu-user-static and binfmt-support, for the arm64 phase (a full run,
 	# or DOCKER_SANDBOX_ARM64_ONLY=1) and TestArm64* (an arm64 image).
 	if (($# == 0)) || [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 || -n "$ARM64_E2E" ]]; then
@@ -514,6 +524,9 @@ fi
 if [[ -n "$ARM64_E2E" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
 	phase "arm64 image" arm64_image
 fi
+if [[ -n "$PODMAN_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+	phase podman podman_fixture_start "$BASE_TAG"
+fi
 if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"
 	phase "runsc pass" run_runsc_pass
@@ -526,6 +539,10 @@ fi
 phase "go test" run_go_test "$@"
 ssh_fixture_stop
 rootless_fixture_stop
+if ! podman_fixture_stop; then
+	N_FAIL=$((N_FAIL + 1))
+	TEST_STATUS=1
+fi
 if (($# == 0)); then
 	phase "runsc pass" run_runsc_pass
 	phase arm64 run_arm64
