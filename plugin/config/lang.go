@@ -116,8 +116,18 @@ func (f *fileApply) applyLang(k []string) error {
 		l.Extensions, p = stringList(v, checkExtension)
 	case "shebang":
 		l.Shebang, p = stringList(v, checkShebangName)
+	case "kernel":
+		// A configured language runs as a plain exec: kernels (exec
+		// --kernel) are built in for python and node. false says so;
+		// true is an error rather than a setting that does nothing.
+		switch b, ok := v.(bool); {
+		case !ok:
+			p = wrongType("a boolean (false)", v)
+		case b:
+			p = &problem{pred: "a configured language has no kernel: exec --kernel runs python and node only; drop the key or set it to false", bare: true}
+		}
 	default:
-		return f.unknown(k, langKeys, k[2])
+		return f.unknown(k, append(slices.Clone(langKeys), "kernel"), k[2])
 	}
 	if p != nil {
 		return f.fail(k, "", p)

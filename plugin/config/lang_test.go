@@ -37,6 +37,12 @@ func TestLangTables(t *testing.T) {
 		t.Errorf("entry (-want +got):\n%s", d)
 	}
 
+	// kernel = false is accepted (a configured language has no kernel).
+	f = newFixture(t, userLangs+"\n[lang.r]\ninterpreter = [\"Rscript\"]\nextensions = [\".R\"]\nshebang = [\"Rscript\"]\nkernel = false\n", "")
+	if c := must(t)(f.load(nil)); len(c.Langs["r"].Interpreter) != 1 {
+		t.Errorf("kernel = false: %+v", c.Langs["r"])
+	}
+
 	// A trusted project file may change a language.
 	f = newFixture(t, userLangs, "[lang.perl]\ninterpreter = [\"perl\", \"-w\"]\n")
 	c = must(t)(f.load(nil))
@@ -82,6 +88,8 @@ func TestLangErrors(t *testing.T) {
 		{"[lang.perl]\ninterpreter = \"perl\"\n", "array of strings"},
 		{"[lang.perl]\ninterp = [\"perl\"]\n", "unknown key"},
 		{"lang = 1\n", "table of languages"},
+		{"[lang.perl]\ninterpreter = [\"perl\"]\nkernel = true\n", "has no kernel: exec --kernel runs python and node only"},
+		{"[lang.perl]\ninterpreter = [\"perl\"]\nkernel = \"no\"\n", "a boolean (false)"},
 	} {
 		f := newFixture(t, tc.text, "")
 		_, err := f.load(nil)
