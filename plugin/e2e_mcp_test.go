@@ -387,11 +387,35 @@ func TestMCPKernel(t *testing.T) {
 	if plain.Stdout != "False\n" || plain.Result != nil {
 		t.Fatalf("a stateless call: %+v", plain)
 	}
+	// A kernel that runs out of memory: 137, oom_killed; the next call
+	// has a fresh kernel.
+	oom := mcpServer(t, env, nil, "--scope", newScope(t), "--memory", "96m")
+	var o execJSON
+	mcpOK(t, oom, "run_code", map[string]any{"language": "python", "code": "y = 1\nb = []\nwhile True: b.append(bytearray(8 << 20))"}, &o)
+	if o.ExitCode != 137 || !o.OOMKilled {
+		t.Fatalf("a kernel out of memory: %+v", o)
+	}
+	var after execJSON
+	mcpOK(t, oom, "run_code", map[string]any{"language": "python", "code": "'y' in globals()"}, &after)
+	if after.Result == nil || *after.Result != "False" || !after.KernelRestarted {
+		t.Fatalf("the call after an OOM: %+v", after)
+	}
+
+	// Files the model writes and deletes are recorded too.
+	mcpOK(t, cs, "write_file", map[string]any{"path": "a.txt", "content": "12345"}, nil)
+	mcpOK(t, cs, "delete_file", map[string]any{"path": "a.txt"}, nil)
 	var got [][2]string
+	var written int64
 	for _, r := range auditRecords(t, cfg, s) {
 		got = append(got, [2]string{r.Command, r.MCPClient})
+		if r.Command == "mcp write_file" {
+			written = r.BytesIn
+		}
 	}
-	want := [][2]string{{"mcp run_code --kernel", "e2e"}, {"mcp run_code --kernel", "e2e"}, {"mcp run_code", "e2e"}}
+	want := [][2]string{{"mcp run_code --kernel", "e2e"}, {"mcp run_code --kernel", "e2e"}, {"mcp run_code", "e2e"}, {"mcp write_file", ""}, {"mcp delete_file", ""}}
+	if written != 5 {
+		t.Errorf("write_file record: %d bytes in, want 5", written)
+	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("audit records (-want +got):\n%s", d)
 	}

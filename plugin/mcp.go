@@ -233,6 +233,13 @@ func (f mcpFiles) cp(ctx context.Context) (*files.Copier, error) {
 	return cp, err
 }
 
+// record writes the audit record of a tool that moved something (the
+// config as loaded: a call whose engine setup failed is recorded too).
+func (f mcpFiles) record(recs ...audit.Record) {
+	au := newAuditor(f.a.cli, f.a.loaded)
+	au.recordEach(recs, nil, nil)
+}
+
 func (f mcpFiles) List(ctx context.Context, loc files.Location, recursive bool, each func(fsproto.Entry) error) error {
 	cp, err := f.cp(ctx)
 	if err != nil {
@@ -249,15 +256,18 @@ func (f mcpFiles) Cat(ctx context.Context, loc files.Location, w io.Writer) erro
 	return cp.Cat(ctx, loc, w)
 }
 
-func (f mcpFiles) Put(ctx context.Context, loc files.Location, r io.Reader, mode string) (fsproto.PutResult, error) {
+func (f mcpFiles) Put(ctx context.Context, loc files.Location, r io.Reader, mode string) (res fsproto.PutResult, err error) {
+	in := &audit.CountingReader{R: r}
+	defer func() { f.record(filesRecord("mcp write_file", loc, in.N, err)) }()
 	cp, err := f.cp(ctx)
 	if err != nil {
 		return fsproto.PutResult{}, err
 	}
-	return cp.Put(ctx, loc, r, mode)
+	return cp.Put(ctx, loc, in, mode)
 }
 
-func (f mcpFiles) Remove(ctx context.Context, loc files.Location, recursive, force bool) (fsproto.RmResult, error) {
+func (f mcpFiles) Remove(ctx context.Context, loc files.Location, recursive, force bool) (res fsproto.RmResult, err error) {
+	defer func() { f.record(filesRecord("mcp delete_file", loc, 0, err)) }()
 	cp, err := f.cp(ctx)
 	if err != nil {
 		return fsproto.RmResult{}, err
@@ -265,7 +275,14 @@ func (f mcpFiles) Remove(ctx context.Context, loc files.Location, recursive, for
 	return cp.Remove(ctx, loc, recursive, force)
 }
 
-func (f mcpFiles) Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error) {
+func (f mcpFiles) Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (res *tarsafe.Result, err error) {
+	defer func() {
+		recs := cpRecords(cpArgs{src: src, dst: dst, srcArg: src.String(), dstArg: dst.String()}, res, err)
+		for i := range recs {
+			recs[i].Command = "mcp copy_from_session"
+		}
+		f.record(recs...)
+	}()
 	cp, err := f.cp(ctx)
 	if err != nil {
 		return nil, err

@@ -27,7 +27,9 @@
 #      sandbox exec` and `DOCKER_HOST=ssh://... bin/docker-sandbox exec` vs `docker -H
 #      ssh://... exec -i` into the same container; N as in 1. No target (issue 11's
 #      persistent channel aims at <= 0.5x). Needs root and openssh-server.
-#   6. the audit trail: warm exec with auditing on (the default) vs off
+#   6. a warm `exec --kernel` call vs a warm plain exec of the same python code
+#      (no interpreter starts); N as in 1. Target <= 0.9x.
+#   7. the audit trail: warm exec with auditing on (the default) vs off
 #      (DOCKER_SANDBOX_AUDIT=false); N as in 1. Target <= 1.03x. --audit runs
 #      only this one.
 # The commands of a benchmark run interleaved (A B A B ...), so that the load of
@@ -53,7 +55,7 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,47s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,49s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
@@ -305,6 +307,9 @@ fi
 	-group "metadata" -n "$N_VERSION" -warmup "$WARMUP_VERSION" \
 	-anchor "stdlib hello-world plugin" -cmd "$(q "$WORK/helloplugin" docker-cli-plugin-metadata)" \
 	-case "docker-sandbox docker-cli-plugin-metadata" -cmd "$(q "$STANDALONE" docker-cli-plugin-metadata)" -target 1.5 \
+	-group "kernel" -n "$N_WARM" -warmup "$WARMUP_WARM" \
+	-anchor "warm exec, python" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" --lang python -c 'print(1)')" \
+	-case "warm exec --kernel, python" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" --lang python --kernel -c 'print(1)')" -target 0.9 \
 	"${AUDIT_ARGS[@]}" \
 	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" &
 BENCH_PID=$!
