@@ -8,7 +8,7 @@
 #
 #   1. a 256 MiB file host -> sandbox and sandbox -> host (target <= 1.10x);
 #   2. a folder of 10,000 small files (100 folders of 100 files of 1 KiB),
-#      in and out (target <= 1.5x);
+#      in and out (target <= 1.0x);
 #   3. the plugin's peak memory (/usr/bin/time -v, "Maximum resident set
 #      size") copying a 1 GiB file in each direction (target < 64 MiB);
 #   4. gVisor, when the engine has a runtime for it (a runtime whose binary is
@@ -190,10 +190,10 @@ EOS
 	-case "(docker exec cat, out)" -cmd "$(q docker exec "$CTR" cat /opt/workspace/src-big)" \
 	-group "10,000 small files, host -> sandbox" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$WORK/data/small" "$CTR:/opt/workspace/dc-small-{i}")" \
-	-case "cp 10k files in" -cmd "$(q docker sandbox cp "$WORK/data/small" "$SCOPE:sb-small-{i}")" -target 1.5 \
+	-case "cp 10k files in" -cmd "$(q docker sandbox cp "$WORK/data/small" "$SCOPE:sb-small-{i}")" -target 1.0 \
 	-group "10,000 small files, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-small" "$OUT/dc-small-{i}")" -after "$(q rm -rf "$OUT/dc-small-{i}")" \
-	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.5 \
+	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.0 \
 	"${RUNSC_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
