@@ -283,7 +283,7 @@ func (c *Copier) stream(ctx context.Context, t core.Target, args []string, w io.
 func (c *Copier) fromSandbox(ctx context.Context, t core.Target, args []string, consume func(io.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pr, pw := io.Pipe()
+	pr, pw := newBufPipe(1<<20, 128<<10)
 	done := make(chan error, 1)
 	go func() {
 		err := c.stream(ctx, t, args, pw)

@@ -195,11 +195,10 @@ func (s *Server) run(args []string) error {
 		if rel == "." {
 			top = path.Base(space)
 		}
-		w := bufio.NewWriterSize(s.Stdout, 1<<20)
-		if _, err := tarsafe.Create(w, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: *mustDir, Display: display(p)}); err != nil {
-			return err
-		}
-		return w.Flush()
+		// Create buffers (and flushes) its own writes: a second buffer here
+		// would copy every byte once more on its way to the exec's pipe.
+		_, err := tarsafe.Create(s.Stdout, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: *mustDir, Display: display(p)})
+		return err
 	default: // tar-in
 		res, err := tarsafe.Extract(root, tarsafe.Dest{Path: rel, MustBeDir: *mustDir, Contents: *contents, Raw: *raw, Display: display(p)}, in,
 			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask, Strict: *strict})

@@ -51,8 +51,11 @@ func Create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 }
 
 func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, error) {
-	bw := bufio.NewWriterSize(w, 256<<10)
-	c := &creator{tw: tar.NewWriter(bw), lim: o.Limits.Norm(), res: newResult(), buf: make([]byte, 256<<10)}
+	// The buffer batches headers and small files; a file's data is read in
+	// pieces bigger than it (buf), so that, once the header before it is
+	// flushed, they go to w without being copied once more.
+	bw := bufio.NewWriterSize(w, 128<<10)
+	c := &creator{tw: tar.NewWriter(bw), bw: bw, lim: o.Limits.Norm(), res: newResult(), buf: make([]byte, 256<<10)}
 	name = path.Clean("./" + name)
 	top := o.TopName
 	if top == "" {
@@ -116,6 +119,7 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 
 type creator struct {
 	tw      *tar.Writer
+	bw      *bufio.Writer
 	lim     Limits
 	res     *Result
 	buf     []byte
@@ -314,6 +318,13 @@ func (c *creator) file(r *os.Root, n, name string) error {
 	}
 	if err := c.write(h); err != nil {
 		return err
+	}
+	if size >= int64(len(c.buf)) {
+		// A big file: its data goes straight from buf to w (bufio writes
+		// a piece bigger than its free space directly when empty).
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
 	}
 	n64, err := io.CopyBuffer(c.tw, io.LimitReader(f, size), c.buf)
 	if err != nil {

@@ -75,6 +75,9 @@ func Extract(base *os.Root, d Dest, r io.Reader, o Options) (*Result, error) {
 		err = x.copy(base, dpath, d)
 	}
 	x.closeParent()
+	if x.stgFile != nil {
+		x.stgFile.Close()
+	}
 	if err != nil {
 		if tr.err != nil && errors.Is(err, tr.err) {
 			return nil, err // the sender's own error, as it is
@@ -180,6 +183,10 @@ type extractor struct {
 
 	parentName string // the folder parentRoot is open on
 	parentRoot *os.Root
+	// parentFile and stgFile are handles of parentRoot's and stg's
+	// folders for createIn (fastCreate), opened when first needed.
+	parentFile *os.File
+	stgFile    *os.File
 }
 
 // next returns the next header, counting entries against the cap.
@@ -463,7 +470,7 @@ func (x *extractor) single(base *os.Root, dpath string, d Dest, h *tar.Header, t
 			return err
 		}
 		written = true
-		if err := x.writeFile(dir, tmp, h, name, top); err != nil {
+		if err := x.writeFile(dir, nil, tmp, h, name, top); err != nil {
 			return err
 		}
 	case tar.TypeSymlink:
@@ -560,10 +567,24 @@ func copyFull(dst io.Writer, src io.Reader, buf []byte) (int64, error) {
 	}
 }
 
-// writeFile creates name in dir (it must not exist) with h's content;
-// display names it in messages, report in the result.
-func (x *extractor) writeFile(dir *os.Root, name string, h *tar.Header, display, report string) error {
-	f, err := dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// writeFile creates name in dir with h's content; display names it in
+// messages, report in the result. With df (dir's handle, fastCreate), an
+// entry of that name already written by the archive is replaced (clear);
+// without, name must not exist.
+func (x *extractor) writeFile(dir *os.Root, df *os.File, name string, h *tar.Header, display, report string) error {
+	var f *os.File
+	var err error
+	if df != nil {
+		f, err = createIn(df, name)
+		if errors.Is(err, fs.ErrExist) {
+			if err := x.clear(dir, name, display); err != nil {
+				return err
+			}
+			f, err = createIn(df, name)
+		}
+	} else {
+		f, err = dir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return fsproto.FromOS(err, display)
 	}
@@ -586,10 +607,13 @@ func (x *extractor) writeFile(dir *os.Root, name string, h *tar.Header, display,
 		f.Close()
 		return fsproto.FromOS(err, display)
 	}
+	if df != nil && !h.ModTime.IsZero() {
+		_ = setTimes(f, h.ModTime)
+	}
 	if err := f.Close(); err != nil {
 		return fsproto.FromOS(err, display)
 	}
-	if !h.ModTime.IsZero() {
+	if df == nil && !h.ModTime.IsZero() {
 		_ = dir.Chtimes(name, time.Time{}, h.ModTime)
 	}
 	x.res.Files++
@@ -622,10 +646,44 @@ func (x *extractor) parent(dir string) (*os.Root, error) {
 }
 
 func (x *extractor) closeParent() {
+	if x.parentFile != nil {
+		x.parentFile.Close()
+		x.parentFile = nil
+	}
 	if x.parentRoot != nil {
 		x.parentRoot.Close()
 		x.parentRoot, x.parentName = nil, ""
 	}
+}
+
+// dirFile returns the handle of the folder dir of the staging root, which
+// parent returned as r, for createIn; nil without fastCreate or when it
+// cannot be opened (the caller then goes through r).
+func (x *extractor) dirFile(dir string, r *os.Root) *os.File {
+	if !fastCreate {
+		return nil
+	}
+	if dir == "." {
+		if x.stgFile == nil {
+			f, err := x.stg.Open(".")
+			if err != nil {
+				return nil
+			}
+			x.stgFile = f
+		}
+		return x.stgFile
+	}
+	if r != x.parentRoot {
+		return nil
+	}
+	if x.parentFile == nil {
+		f, err := r.Open(".")
+		if err != nil {
+			return nil
+		}
+		x.parentFile = f
+	}
+	return x.parentFile
 }
 
 // entry extracts one entry into the staging root.
@@ -706,10 +764,13 @@ func (x *extractor) entry(h *tar.Header) error {
 		if err != nil {
 			return err
 		}
-		if err := x.clear(p, base, name); err != nil {
-			return err
+		df := x.dirFile(dirName, p)
+		if df == nil {
+			if err := x.clear(p, base, name); err != nil {
+				return err
+			}
 		}
-		return x.writeFile(p, base, h, name, clean)
+		return x.writeFile(p, df, base, h, name, clean)
 	case tar.TypeSymlink:
 		if !LinkInside(strings.TrimPrefix(name, x.treePrefix), h.Linkname) {
 			if x.o.Strict {
