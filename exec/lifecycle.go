@@ -353,11 +353,14 @@ func (m *Manager) refine(ctx context.Context, e Engine, rows []*Sandbox, now tim
 		s.inspect = &c
 		s.execs = m.execInfos(ctx, c.ExecIDs)
 		running := runningCount(s.execs)
-		if m.Channel != nil && m.Channel.Has(s.Target().ContainerName()) {
-			// This user's exec channel: one running exec that is
-			// not work (another user's channel shows as running).
+		if name := s.Target().ContainerName(); m.Channel != nil && m.Channel.Has(name) {
+			// This user's exec channel: one running exec, which is
+			// work only while a call runs through it (another
+			// user's channel shows as running).
 			s.Channel = true
-			running--
+			if !m.Channel.Busy(name) {
+				running--
+			}
 		}
 		if c.State != nil && c.State.Paused {
 			s.State = StatePaused

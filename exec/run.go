@@ -67,6 +67,8 @@ type Channel interface {
 	// Has reports whether this user has a channel process for the
 	// container (by name).
 	Has(container string) bool
+	// Busy reports whether a call runs through that channel.
+	Busy(container string) bool
 }
 
 // Request is one program to run.

@@ -155,7 +155,18 @@ func (c *Client) start(container, path string) {
 // Has reports whether a channel process of this user serves container (it
 // holds the lock of its socket).
 func (c *Client) Has(container string) bool {
-	f, err := os.Open(SocketPath(c.Dir, c.Endpoint, container) + ".lock")
+	return locked(SocketPath(c.Dir, c.Endpoint, container) + ".lock")
+}
+
+// Busy reports whether a call runs through the channel of container (its
+// process holds the lock of sock.busy).
+func (c *Client) Busy(container string) bool {
+	return locked(SocketPath(c.Dir, c.Endpoint, container) + ".busy")
+}
+
+// locked reports whether another process holds an exclusive lock of path.
+func locked(path string) bool {
+	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}

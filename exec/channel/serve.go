@@ -84,6 +84,15 @@ func Serve(ctx context.Context, e Engine, ctr, sock string, idle time.Duration) 
 	defer os.Remove(sock)
 	_ = os.Chmod(sock, 0o600)
 
+	// While a call runs the process holds the lock of sock.busy: ls tells
+	// a sandbox running a call through its channel (Client.Busy).
+	busy, err := os.OpenFile(sock+".busy", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer busy.Close()
+	defer os.Remove(sock + ".busy")
+
 	s := &server{hj: hj, frames: make(chan frame), dead: make(chan struct{})}
 	go s.read(frames)
 	conns := make(chan *net.UnixConn)
@@ -114,8 +123,10 @@ func Serve(ctx context.Context, e Engine, ctr, sock string, idle time.Duration) 
 				c.Close() // another user, or a call is running: a plain exec
 				continue
 			}
+			_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_EX)
 			go func() {
 				s.call(c)
+				_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_UN)
 				s.busy.Store(false)
 				calls <- struct{}{}
 			}()
