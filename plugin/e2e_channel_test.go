@@ -255,7 +255,7 @@ func TestExecChannelFallback(t *testing.T) {
 		t.Fatalf("after the server was killed: %s", r)
 	}
 	// ... and nothing of the killing call lives on.
-	r = sb(t, "exec", "-s", scope, "-c", `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c 'sleep 1' || true`)
+	r = sb(t, "exec", "-s", scope, "-c", `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^slee[p] 1' || true`)
 	if strings.TrimSpace(r.Stdout) != "0" {
 		t.Fatalf("a process of the killing call lives on: %s", r)
 	}
