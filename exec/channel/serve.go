@@ -125,9 +125,12 @@ func Serve(ctx context.Context, e Engine, ctr, sock string, idle time.Duration) 
 			}
 			_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_EX)
 			go func() {
-				s.call(c)
-				_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_UN)
-				s.busy.Store(false)
+				// Free before the caller sees its stream end: a
+				// caller's next call finds the channel free.
+				s.call(c, func() {
+					_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_UN)
+					s.busy.Store(false)
+				})
 				calls <- struct{}{}
 			}()
 		case <-calls:
@@ -237,8 +240,12 @@ func (s *server) die() { s.once.Do(func() { close(s.dead); s.hj.Close() }) }
 // call passes one call: the request line, then the caller's stream as the
 // run's stdin; the run's output goes back multiplexed as an exec's would
 // (stdcopy), and the connection closes at the run's end.
-func (s *server) call(c *net.UnixConn) {
-	defer c.Close()
+func (s *server) call(c *net.UnixConn, release func()) {
+	var once sync.Once
+	defer func() {
+		once.Do(release)
+		c.Close()
+	}()
 	br := bufio.NewReaderSize(c, 32<<10)
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := br.ReadSlice('\n')
@@ -289,9 +296,12 @@ func (s *server) call(c *net.UnixConn) {
 		case wire.ChanErr:
 			w = stderr
 		case wire.ChanDone:
-			// The run ended: end the caller's stream and its stdin.
-			_ = c.Close()
+			// The run ended: end its stdin (the rest of the caller's
+			// stream is not read), free the channel, then end the
+			// caller's stream.
+			_ = c.CloseRead()
 			<-stdinDone
+			once.Do(release)
 			return
 		default:
 			s.die()
