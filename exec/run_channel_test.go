@@ -128,9 +128,11 @@ func TestRunThroughChannel(t *testing.T) {
 // writes something that is not a frame) is a plain exec, with its result.
 func TestRunChannelFallsBack(t *testing.T) {
 	for name, serve := range map[string]func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader){
-		"closed":    func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) {},
-		"garbage":   func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) { _, _ = c.Write([]byte("garbage")) },
-		"bad frame": func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) { _, _ = stdcopy.NewStdWriter(c, stdcopy.Stdout).Write([]byte("xxxxxxxxx")) },
+		"closed":  func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) {},
+		"garbage": func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) { _, _ = c.Write([]byte("garbage")) },
+		"bad frame": func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) {
+			_, _ = stdcopy.NewStdWriter(c, stdcopy.Stdout).Write([]byte("xxxxxxxxx"))
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake()
