@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
 // Dir makes a 0700 directory of the user's, and refuses one that is not.
@@ -101,5 +103,29 @@ func TestLockFile(t *testing.T) {
 	}
 	if !c.Has("docker-sandbox-y") {
 		t.Fatal("Has does not see the held lock")
+	}
+}
+
+// statusScan sees the run's Status frame start, however reads split the
+// stream, and not a Status byte inside another frame's payload.
+func TestStatusScan(t *testing.T) {
+	var b strings.Builder
+	fw := wire.NewFrameWriter(&b)
+	_ = fw.WriteFrame(wire.Started, nil)
+	_ = fw.WriteFrame(wire.Stdout, []byte{wire.Status, 0, 0, 0, 0, 0, 0, 0, 'x'})
+	before := b.Len()
+	_ = fw.WriteFrame(wire.Status, []byte(`{"exit_code":0}`))
+	stream := []byte(b.String())
+	for split := 1; split <= len(stream); split++ {
+		var s statusScan
+		for i := 0; i < len(stream); i += split {
+			s.feed(stream[i:min(i+split, len(stream))])
+			if s.seen && i+split <= before {
+				t.Fatalf("split %d: Status seen inside the output frame", split)
+			}
+		}
+		if !s.seen {
+			t.Fatalf("split %d: Status not seen", split)
+		}
 	}
 }

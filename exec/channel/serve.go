@@ -3,6 +3,7 @@ package channel
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -119,17 +120,21 @@ func Serve(ctx context.Context, e Engine, ctr, sock string, idle time.Duration) 
 			return errors.New("the channel's exec ended")
 		case c := <-conns:
 			uid, err := peerUID(c)
-			if err != nil || uid != os.Getuid() || !s.busy.CompareAndSwap(false, true) {
-				c.Close() // another user, or a call is running: a plain exec
+			if err != nil || uid != os.Getuid() {
+				c.Close() // another user: never served
 				continue
 			}
-			_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_EX)
 			go func() {
+				if !s.take() {
+					c.Close() // a call is running: a plain exec
+					return
+				}
+				_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_EX)
 				// Free before the caller sees its stream end: a
 				// caller's next call finds the channel free.
 				s.call(c, func() {
 					_ = syscall.Flock(int(busy.Fd()), syscall.LOCK_UN)
-					s.busy.Store(false)
+					s.release()
 				})
 				calls <- struct{}{}
 			}()
@@ -210,6 +215,90 @@ type server struct {
 	busy   atomic.Bool
 	dead   chan struct{}
 	once   sync.Once
+
+	mu sync.Mutex
+	// finishing: the call's run sent its Status (its caller has its
+	// result and may call again at once); freed is closed when the call
+	// ends.
+	finishing bool
+	freed     chan struct{}
+}
+
+// finishWait bounds how long a call waits for the call before it that has
+// its result but has not ended yet (the run exiting, its Done on the way).
+const finishWait = 2 * time.Second
+
+// take makes the channel this call's, or reports that another call is
+// running (not one that is only finishing: that one it waits for).
+func (s *server) take() bool {
+	deadline := time.NewTimer(finishWait)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		if !s.busy.Load() {
+			s.busy.Store(true)
+			s.finishing = false
+			s.freed = make(chan struct{})
+			s.mu.Unlock()
+			return true
+		}
+		finishing, freed := s.finishing, s.freed
+		s.mu.Unlock()
+		if !finishing {
+			return false
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			return false
+		case <-s.dead:
+			return false
+		}
+	}
+}
+
+func (s *server) release() {
+	s.mu.Lock()
+	s.busy.Store(false)
+	if s.freed != nil {
+		close(s.freed)
+		s.freed = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *server) setFinishing() {
+	s.mu.Lock()
+	s.finishing = true
+	s.mu.Unlock()
+}
+
+// statusScan follows the run's frames (wire.FrameWriter's format) to see
+// its Status frame start.
+type statusScan struct {
+	hdr  [8]byte
+	n    int
+	skip uint32
+	seen bool
+}
+
+func (f *statusScan) feed(p []byte) {
+	for len(p) > 0 && !f.seen {
+		if f.skip > 0 {
+			k := min(uint32(len(p)), f.skip)
+			f.skip -= k
+			p = p[k:]
+			continue
+		}
+		k := copy(f.hdr[f.n:], p)
+		f.n += k
+		p = p[k:]
+		if f.n == len(f.hdr) {
+			f.seen = f.hdr[0] == wire.Status
+			f.skip = binary.BigEndian.Uint32(f.hdr[4:])
+			f.n = 0
+		}
+	}
 }
 
 func (s *server) send(typ byte, p []byte) error {
@@ -278,6 +367,7 @@ func (s *server) call(c *net.UnixConn, release func()) {
 			}
 		}
 	}()
+	var scan statusScan
 	stdout := stdcopy.NewStdWriter(c, stdcopy.Stdout)
 	stderr := stdcopy.NewStdWriter(c, stdcopy.Stderr)
 	callerGone := false
@@ -293,6 +383,11 @@ func (s *server) call(c *net.UnixConn, release func()) {
 		switch typ {
 		case wire.ChanOut:
 			w = stdout
+			if !scan.seen {
+				if scan.feed(p); scan.seen {
+					s.setFinishing()
+				}
+			}
 		case wire.ChanErr:
 			w = stderr
 		case wire.ChanDone:
