@@ -558,10 +558,10 @@ phase base bash scripts/offline-base.sh --tag "$BASE_TAG"
 phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
 phase setup setup_config
 phase images build_images
-if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase sshd ssh_fixture_start "$RUN_ID"
 fi
-if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase rootless rootless_fixture_start "$RUN_ID"
 fi
 if [[ "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" == 1 ]]; then
