@@ -65,7 +65,10 @@ type Sandbox struct {
 	// something runs; null when unknown (no container).
 	LastUsed *time.Time `json:"last_used"`
 	IdleTTL  string     `json:"idle_ttl"` // "" without a container
-	Volumes  []string   `json:"volumes"`  // the target's own volumes
+	// Channel: the sandbox has a persistent exec channel open (config
+	// exec_channel); warm calls go through it.
+	Channel bool     `json:"channel"`
+	Volumes []string `json:"volumes"` // the target's own volumes
 	// Size is the bytes in Volumes' regular files, with --size; null
 	// otherwise, or when they could not all be read.
 	Size *int64 `json:"size"`
@@ -350,9 +353,19 @@ func (m *Manager) refine(ctx context.Context, e Engine, rows []*Sandbox, now tim
 		}
 		s.inspect = &c
 		s.execs = m.execInfos(ctx, c.ExecIDs)
+		running := runningCount(s.execs)
+		if name := s.Target().ContainerName(); m.Channel != nil && m.Channel.Has(name) {
+			// This user's exec channel: one running exec, which is
+			// work only while a call runs through it (another
+			// user's channel shows as running).
+			s.Channel = true
+			if !m.Channel.Busy(name) {
+				running--
+			}
+		}
 		if c.State != nil && c.State.Paused {
 			s.State = StatePaused
-		} else if anyRunning(s.execs) {
+		} else if running > 0 {
 			s.State = StateRunning
 		}
 	})
@@ -438,13 +451,16 @@ func (m *Manager) execInfos(ctx context.Context, ids []string) []ExecInfo {
 	return out
 }
 
-func anyRunning(es []ExecInfo) bool {
+func anyRunning(es []ExecInfo) bool { return runningCount(es) > 0 }
+
+func runningCount(es []ExecInfo) int {
+	n := 0
 	for _, e := range es {
 		if e.Running {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // sizes fills Size: the bytes of the rows' volumes, measured by the

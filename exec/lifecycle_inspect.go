@@ -200,6 +200,11 @@ func (m *Manager) inspect(ctx context.Context, t core.Target, size, again bool) 
 		if hs, err := m.helperStatus(ctx, c.ID); err == nil {
 			d.Helper = hs
 			d.LastUsed = laterUse(d.LastUsed, hs, time.Now())
+			for _, p := range hs.Processes {
+				if p.Kind == "channel" {
+					d.Channel = true // anyone's exec channel, not only this user's
+				}
+			}
 		}
 	}
 	return d, nil

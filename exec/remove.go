@@ -244,13 +244,18 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 			return false, nil // created, exited, dead or paused: nothing runs
 		}
 		execs := m.execInfos(ctx, c.ExecIDs)
-		if anyRunning(execs) && !settled {
-			settled = true
-			execs = m.settle(ctx, c.ExecIDs, execSettle)
-		}
+		channels := 0
 		if anyRunning(execs) {
+			channels = m.channelCount(ctx, id)
+		}
+		if runningCount(execs) > channels && !settled {
+			settled = true
+			execs = m.settle(ctx, c.ExecIDs, execSettle, channels)
+		}
+		if runningCount(execs) > channels {
 			return false, busyError(t, execs)
 		}
+		hadChannel := anyRunning(execs)
 		code, drainID, err := m.drain(ctx, id, holder, false)
 		if err != nil {
 			return false, err
@@ -258,6 +263,11 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 		switch code {
 		case 0:
 		case drainBusy: // a run started since the inspect
+			if hadChannel {
+				// A call through the exec channel runs: as busy as
+				// the exec it replaces.
+				return false, busyError(t, execs)
+			}
 			sleepCtx(ctx, claimPoll)
 			continue
 		default: // gone meanwhile (-1), or a helper without drain
@@ -277,7 +287,12 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 				others = append(others, x)
 			}
 		}
-		if execs := m.settle(ctx, others, execSettle); anyRunning(execs) {
+		execs = m.execInfos(ctx, others)
+		if anyRunning(execs) && hadChannel {
+			// The drain killed the exec channels: their execs end.
+			execs = m.settle(ctx, others, execSettle, 0)
+		}
+		if anyRunning(execs) {
 			m.undrain(ctx, id, holder)
 			return false, busyError(t, execs)
 		}
@@ -285,13 +300,32 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 	}
 }
 
-// settle polls the execs until none runs or wait passed, and returns what
-// it saw last (see execSettle).
-func (m *Manager) settle(ctx context.Context, ids []string, wait time.Duration) []ExecInfo {
+// channelCount is the number of exec channels in the container: their
+// execs are not work (their calls are runs, which the drain sees, and the
+// drain ends them). The engine does not tell an exec's command, so the
+// sandbox's helper counts its channel exec roots (processes whose parent is
+// outside the container, which sandboxed code cannot be).
+func (m *Manager) channelCount(ctx context.Context, id string) int {
+	hs, err := m.helperStatus(ctx, id)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range hs.Processes {
+		if p.Kind == "channel" {
+			n++
+		}
+	}
+	return n
+}
+
+// settle polls the execs until at most allow run or wait passed, and
+// returns what it saw last (see execSettle).
+func (m *Manager) settle(ctx context.Context, ids []string, wait time.Duration, allow int) []ExecInfo {
 	deadline := time.Now().Add(wait)
 	for {
 		execs := m.execInfos(ctx, ids)
-		if !anyRunning(execs) || time.Now().After(deadline) || ctx.Err() != nil {
+		if runningCount(execs) <= allow || time.Now().After(deadline) || ctx.Err() != nil {
 			return execs
 		}
 		sleepCtx(ctx, claimPoll)

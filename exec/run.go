@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"path"
 	"regexp"
 	"slices"
@@ -57,6 +59,22 @@ type Manager struct {
 	// what holds there instead of a guarantee (nil: nothing is said).
 	Podman PodmanInspector
 	Warnf  func(format string, args ...any)
+	// Channel reaches the sandboxes' persistent exec channels (package
+	// channel; config exec_channel); nil: every run is a plain exec.
+	Channel Channel
+}
+
+// Channel connects to a sandbox's exec channel (package channel).
+type Channel interface {
+	// Dial returns a connection to the channel of the container (by
+	// name), or nil when there is none now (it may start one for the
+	// calls that follow).
+	Dial(ctx context.Context, container string) net.Conn
+	// Has reports whether this user has a channel process for the
+	// container (by name).
+	Has(container string) bool
+	// Busy reports whether a call runs through that channel.
+	Busy(container string) bool
 }
 
 // Request is one program to run.
@@ -122,12 +140,15 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
-		_, err := helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
-			Session: func(execID string, hj types.HijackedResponse) (err error) {
-				st, err = m.session(ctx, name, execID, hj, token, req)
-				return err
-			}})
-		core.Debugf("exec create+attach+run %v (helper says program ran %dms)", time.Since(t0), st.DurationMS)
+		err, viaChannel := m.runChannel(ctx, name, spec, req, token, &st)
+		if !viaChannel {
+			_, err = helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
+				Session: func(execID string, hj types.HijackedResponse) (err error) {
+					st, err = m.session(ctx, name, execID, hj, token, req, false)
+					return err
+				}})
+		}
+		core.Debugf("exec create+attach+run %v, channel %v (helper says program ran %dms)", time.Since(t0), viaChannel, st.DurationMS)
 		switch step, serr := helpercall.Split(err); step {
 		case helpercall.Create:
 			return false, serr
@@ -339,9 +360,44 @@ func execOptions(spec Spec, req Request, token string) container.ExecOptions {
 	}
 }
 
+// errChannelFailed: the exec channel failed before the run started (no
+// channel process, a stale socket, the channel's server killed, the sandbox
+// replaced): nothing ran, and the call makes a plain exec instead.
+var errChannelFailed = errors.New("the exec channel failed before the run started")
+
+// runChannel runs req through the sandbox's exec channel, when there is one
+// and the run may use it (runc only: under another runtime a run's stream
+// needs statusCheck, which asks the engine about the run's own exec; not
+// for kernel calls). viaChannel=false: the call makes a plain exec (nothing
+// ran through the channel).
+func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Request, token string, st *wire.RunStatus) (err error, viaChannel bool) {
+	if m.Channel == nil || req.otherRuntime || req.Kernel {
+		return nil, false
+	}
+	conn := m.Channel.Dial(ctx, name)
+	if conn == nil {
+		return nil, false
+	}
+	defer conn.Close()
+	call, _ := json.Marshal(wire.ChanCall{Args: HelperCommand(spec, req, token)[1:], Env: req.Env})
+	if _, err := conn.Write(append(call, '\n')); err != nil {
+		return nil, false
+	}
+	s, err := m.session(ctx, name, "", types.NewHijackedResponse(conn, ""), token, req, true)
+	if errors.Is(err, errChannelFailed) {
+		core.Debugf("exec channel: %v", err)
+		return nil, false
+	}
+	*st = s
+	return err, true
+}
+
 // session feeds the attached exec code and stdin, and decodes the helper's
-// frames until its status arrives.
-func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.HijackedResponse, token string, req Request) (wire.RunStatus, error) {
+// frames until its status arrives. viaChannel: hj is a call on the exec
+// channel: the code goes only once the run started (so that a channel that
+// fails before then leaves nothing run, for a plain exec to run it), and
+// a stream that ends before that is errChannelFailed.
+func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.HijackedResponse, token string, req Request, viaChannel bool) (wire.RunStatus, error) {
 	var st wire.RunStatus
 	runStart := time.Now()
 	pr, pw := io.Pipe()
@@ -373,6 +429,13 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 	defer close(ended)
 	go func() {
 		defer hj.CloseWrite()
+		if viaChannel {
+			select {
+			case <-started:
+			case <-ended:
+				return
+			}
+		}
 		if !req.NoCode {
 			if err := wire.WriteCodeHeader(hj.Conn, int64(len(req.Code))); err != nil {
 				return
@@ -402,6 +465,10 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 	gotStarted := false
 	for frames := 0; ; frames++ {
 		typ, p, err := fr.Next()
+		if err != nil && viaChannel && !gotStarted {
+			pr.CloseWithError(err)
+			return st, fmt.Errorf("%w: %v", errChannelFailed, err)
+		}
 		if err != nil {
 			if frames == 0 && errors.Is(err, wire.ErrBadFrame) && req.otherRuntime && vs.processStarted(ctx) {
 				// The wrapper's process started, so these bytes are not

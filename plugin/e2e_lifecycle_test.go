@@ -118,6 +118,7 @@ type lcRow struct {
 	Created   time.Time  `json:"created"`
 	LastUsed  *time.Time `json:"last_used"`
 	IdleTTL   string     `json:"idle_ttl"`
+	Channel   bool       `json:"channel"`
 	Volumes   []string   `json:"volumes"`
 	Size      *int64     `json:"size"`
 }

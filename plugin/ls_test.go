@@ -92,9 +92,9 @@ u1/running/1/chat
 u2/expired-with-data/1/-
 `},
 		{format: "json", want: `
-{"scope":"u1","session":"","state":"idle","container":"3f2a9c1b0d4e","image":"img:1","network":"none","runtime":"","created":"2026-03-01T11:00:00Z","last_used":"2026-03-01T11:57:00Z","idle_ttl":"10m0s","volumes":["docker-sandbox-u1.user"],"size":2097152}
-{"scope":"u1","session":"chat","state":"running","container":"aaaaaaaaaaaa","image":"img:1","network":"none","runtime":"","created":"2026-03-01T11:59:00Z","last_used":"2026-03-01T12:00:00Z","idle_ttl":"0s","volumes":["docker-sandbox-u1.chat.ws"],"size":null}
-{"scope":"u2","session":"","state":"expired-with-data","container":"","image":"","network":"","runtime":"","created":"2026-02-27T12:00:00Z","last_used":null,"idle_ttl":"","volumes":["docker-sandbox-u2.user"],"size":null}
+{"scope":"u1","session":"","state":"idle","container":"3f2a9c1b0d4e","image":"img:1","network":"none","runtime":"","created":"2026-03-01T11:00:00Z","last_used":"2026-03-01T11:57:00Z","idle_ttl":"10m0s","channel":false,"volumes":["docker-sandbox-u1.user"],"size":2097152}
+{"scope":"u1","session":"chat","state":"running","container":"aaaaaaaaaaaa","image":"img:1","network":"none","runtime":"","created":"2026-03-01T11:59:00Z","last_used":"2026-03-01T12:00:00Z","idle_ttl":"0s","channel":false,"volumes":["docker-sandbox-u1.chat.ws"],"size":null}
+{"scope":"u2","session":"","state":"expired-with-data","container":"","image":"","network":"","runtime":"","created":"2026-02-27T12:00:00Z","last_used":null,"idle_ttl":"","channel":false,"volumes":["docker-sandbox-u2.user"],"size":null}
 `},
 		{quiet: true, want: "\nu1\nu1/chat\nu2\n"},
 		{quiet: true, format: "table", want: "\nu1\nu1/chat\nu2\n"},

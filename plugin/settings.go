@@ -14,6 +14,7 @@ import (
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/egress"
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
+	"github.com/docker-sandbox/docker-sandbox/exec/channel"
 	"github.com/docker-sandbox/docker-sandbox/files"
 	"github.com/docker-sandbox/docker-sandbox/images"
 	"github.com/docker-sandbox/docker-sandbox/plugin/config"
@@ -102,11 +103,38 @@ func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 	if c != nil {
 		max = c.MaxSandboxes
 	}
-	return &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
+	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
 		Version: Version, MaxSandboxes: max, Podman: podmanAPI{cli: dockerCli.Client()},
 		Warnf: func(format string, args ...any) {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: "+format+"\n", args...)
 		}}
+	if c == nil || c.ExecChannel {
+		if ch := execChannel(dockerCli); ch != nil {
+			m.Channel = ch
+		}
+	}
+	return m
+}
+
+// execChannel is the client of the sandboxes' exec channels on the CLI's
+// engine, or nil where there is none: an endpoint other than a local
+// socket or a plain tcp:// one (the channel process connects with the
+// endpoint's address alone), or no private socket directory.
+func execChannel(dockerCli command.Cli) *channel.Client {
+	ep := dockerCli.DockerEndpoint()
+	if ep.TLSData != nil || !(strings.HasPrefix(ep.Host, "unix://") || strings.HasPrefix(ep.Host, "tcp://")) {
+		return nil
+	}
+	dir, err := channel.Dir("")
+	if err != nil {
+		core.Debugf("exec channel: %v", err)
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return &channel.Client{Endpoint: ep.Host, Dir: dir, Exe: exe}
 }
 
 // networkEngine is what checkNetwork asks the engine.

@@ -241,6 +241,7 @@ if [[ -z "$RUNSC" ]]; then
 		awk '$2 ~ /(^|\/)runsc$/ && !/--network=host/ { print $1; exit }' || true)"
 fi
 RUNSC_ARGS=()
+[[ "$RUNSC" != none ]] || RUNSC="" # DOCKER_SANDBOX_BENCH_RUNSC=none: no runsc rows
 if [[ -n "$RUNSC" ]]; then
 	log "gVisor runtime: $RUNSC; creating the scope $WARM_RUNSC_SCOPE"
 	docker sandbox exec -s "$WARM_RUNSC_SCOPE" --runtime "$RUNSC" -c true || die "the first exec in $WARM_RUNSC_SCOPE under $RUNSC failed"

@@ -497,6 +497,69 @@ run_runsc_pass() {
 	if ((rc != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
 }
 
+# The exec-channel-off pass: the exec suite again with exec_channel = false
+# (every call its own engine exec), so that results are shown identical with
+# and without the persistent exec channel (the main pass has it on, the
+# default). Only on a full run, after the main go test phase, or alone with
+# DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY=1. Budget: 4 minutes on 2 cores. The
+# TestExecChannel* tests turn it on and off themselves.
+CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^TestExec}"
+
+run_channel_off_pass() {
+	local log rc p f s
+	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-chanoff.XXXXXX")"
+	log "DOCKER_SANDBOX_EXEC_CHANNEL=false go test -race -count=1 -timeout 10m -p 1 -v -run '$CHANNEL_OFF_PASS_TESTS' -skip '^TestExecChannel' ./plugin/"
+	set +e
+	DOCKER_SANDBOX_EXEC_CHANNEL=false CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 10m -p 1 -v \
+		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/ 2>&1 | tee "$log"
+	rc="${PIPESTATUS[0]}"
+	set -e
+	p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
+	f="$(grep -cE '^[[:space:]]*--- FAIL:' "$log" || true)"
+	s="$(grep -cE '^[[:space:]]*--- SKIP:' "$log" || true)"
+	if ((rc != 0 && f == 0)); then
+		f="$(grep -cE '^FAIL[[:space:]]' "$log" || true)"
+		((f > 0)) || f=1
+	fi
+	rm -f "$log"
+	log "exec-channel-off pass: $p passed, $f failed, $s skipped"
+	N_PASS=$((N_PASS + p)) N_FAIL=$((N_FAIL + f)) N_SKIP=$((N_SKIP + s))
+	if ((rc != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
+}
+
+# channel_procs lists the exec channel processes (exec/channel) this run's
+# binaries started: the plugin under the private DOCKER_CONFIG, and
+# bin/docker-sandbox standalone.
+channel_procs() {
+	local d a0 a1
+	for d in /proc/[0-9]*; do
+		{ IFS= read -r -d '' a0 && IFS= read -r -d '' a1; } <"$d/cmdline" 2>/dev/null || continue
+		[[ "$a1" == __sandbox-exec-channel ]] || continue
+		if [[ "$a0" == "$PWD/bin/docker-sandbox" || ( -n "$PRIVATE_CONFIG" && "$a0" == "$PRIVATE_CONFIG/"* ) ]]; then
+			echo "${d#/proc/}"
+		fi
+	done
+}
+
+# no_channel_left: a run ends with none of its exec channel processes left
+# (each exits within its idle time, 10 s, or when its sandbox goes).
+no_channel_left() {
+	local deadline=$(($(now) + 30)) left
+	while :; do
+		left="$(channel_procs | tr '\n' ' ')"
+		[[ -n "${left// /}" ]] || return 0
+		if (($(now) > deadline)); then
+			log "exec channel processes still running 30 s after the tests: $left (killed)"
+			# shellcheck disable=SC2086
+			kill -9 $left 2>/dev/null || true
+			N_FAIL=$((N_FAIL + 1))
+			TEST_STATUS=1
+			return 0
+		fi
+		sleep 1
+	done
+}
+
 phase engine bash scripts/engine.sh
 phase tools tools "$@"
 if [[ "${DOCKER_SANDBOX_ARM64_ONLY:-}" == 1 ]]; then
@@ -515,17 +578,23 @@ phase base bash scripts/offline-base.sh --tag "$BASE_TAG"
 phase busybox bash scripts/busybox-image.sh --tag "$BUSYBOX_TAG"
 phase setup setup_config
 phase images build_images
-if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase sshd ssh_fixture_start "$RUN_ID"
 fi
-if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase rootless rootless_fixture_start "$RUN_ID"
 fi
-if [[ -n "$ARM64_E2E" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$ARM64_E2E" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase "arm64 image" arm64_image
 fi
-if [[ -n "$PODMAN_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 ]]; then
+if [[ -n "$PODMAN_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase podman podman_fixture_start "$BASE_TAG"
+fi
+if [[ "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" == 1 ]]; then
+	(($# == 0)) || die "DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY=1 runs only the exec-channel-off pass: give no GO TEST ARGS"
+	phase "exec-channel-off pass" run_channel_off_pass
+	phase "no channel left" no_channel_left
+	exit "$TEST_STATUS"
 fi
 if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 	(($# == 0)) || die "DOCKER_SANDBOX_RUNSC_PASS_ONLY=1 runs only the runsc pass: give no GO TEST ARGS"
@@ -544,6 +613,7 @@ if ! podman_fixture_stop; then
 	TEST_STATUS=1
 fi
 if (($# == 0)); then
+	phase "exec-channel-off pass" run_channel_off_pass
 	phase "runsc pass" run_runsc_pass
 	phase arm64 run_arm64
 fi
@@ -601,6 +671,7 @@ fuzz_all() {
 		fi
 	done < <(fuzz_targets)
 }
+phase "no channel left" no_channel_left
 if (($# == 0)); then
 	phase "fuzz" fuzz_all
 	# A full run proves everything: a skipped test is a failure.

@@ -12,10 +12,15 @@ import (
 	"github.com/docker/cli/cli-plugins/plugin"
 	"github.com/docker/cli/cli/command"
 
+	"github.com/docker-sandbox/docker-sandbox/exec/channel"
 	sbplugin "github.com/docker-sandbox/docker-sandbox/plugin"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == channel.Verb {
+		// A sandbox's exec channel process (started detached by a call).
+		os.Exit(channel.Main(os.Args[2:]))
+	}
 	if plugin.RunningStandalone() {
 		os.Args = standaloneArgs(os.Args)
 	}

@@ -67,6 +67,8 @@ func realMain(args []string) int {
 		return inside.Status(args[1:])
 	case "drain":
 		return inside.Drain(args[1:], os.Stdout, os.Stderr)
+	case "channel":
+		return inside.Channel(args[1:])
 	case "proxy":
 		return runProxy(args[1:])
 	case "version", "--version", "-version":
@@ -76,7 +78,7 @@ func realMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, drain, proxy or version)\n", args[0])
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, drain, channel, proxy or version)\n", args[0])
 		return 2
 	}
 }

@@ -227,21 +227,48 @@ func peerPID(c *net.UnixConn) (int, error) {
 // rootKind reports what exec root pid is: its helper subcommand ("run",
 // "fs", "drain", "status", ...), "" for an exec root that is not the helper,
 // and ok=false when pid is not an exec root at all (sandboxed code, or gone).
+// A `run` whose parent is a live channel exec root (`sandbox-helper
+// channel`, which starts nothing but `run`) counts as an exec root of kind
+// "run": sandboxed code cannot make a process whose parent is the channel.
 func rootKind(root string, pid int) (kind string, argv []string, ok bool) {
-	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
-	if err != nil {
+	ps, argv, ok := readProc(root, pid)
+	if !ok {
 		return "", nil, false
 	}
+	kind = helperSubcommand(argv)
+	if ps.PPID == rootPPID {
+		return kind, argv, true
+	}
+	if kind == "run" && isChannelRoot(root, ps.PPID) {
+		return kind, argv, true
+	}
+	return "", nil, false
+}
+
+// isChannelRoot reports whether pid is a live exec root running `channel`.
+func isChannelRoot(root string, pid int) bool {
+	if pid <= 1 {
+		return false
+	}
+	ps, argv, ok := readProc(root, pid)
+	return ok && ps.PPID == rootPPID && helperSubcommand(argv) == "channel"
+}
+
+// readProc reads a live process's stat and command line.
+func readProc(root string, pid int) (procStat, []string, bool) {
+	b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, nil, false
+	}
 	ps, err := parseStat(b)
-	if err != nil || ps.PPID != rootPPID || ps.State == 'Z' {
-		return "", nil, false
+	if err != nil || ps.State == 'Z' {
+		return procStat{}, nil, false
 	}
 	cmd, err := os.ReadFile(filepath.Join(root, strconv.Itoa(pid), "cmdline"))
 	if err != nil {
-		return "", nil, false
+		return procStat{}, nil, false
 	}
-	argv = splitCmdline(cmd)
-	return helperSubcommand(argv), argv, true
+	return ps, splitCmdline(cmd), true
 }
 
 // threadGroup returns the process (thread group) of a thread id: gVisor's

@@ -197,10 +197,10 @@ type decision struct {
 func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper bool, age func(uint64) time.Duration) decision {
 	var d decision
 	for _, p := range procs {
-		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
-			continue
-		}
 		r, ok := roots[p.PID]
+		if p.PID == self || (p.PPID != rootPPID && !ok) || p.State == 'Z' {
+			continue // a channel's `run` children are in roots (readRoots)
+		}
 		if !ok {
 			r = rootInfo{procStat: p}
 		}
@@ -210,6 +210,8 @@ func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper bool, 
 			d.kill = append(d.kill, p.PID)
 		case r.kind == "run" && r.timeout > 0 && p.Start > 0 && age(p.Start) > r.timeout+runGrace:
 			d.kill = append(d.kill, p.PID)
+		case r.kind == "channel":
+			// An idle channel is not activity: its calls' runs are.
 		case stopped:
 		default:
 			d.busy = true
@@ -376,6 +378,7 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 		} else {
 			s.drains[ev.req.Token] = now.Add(drainHold)
 			s.killKernels("the sandbox was stopped")
+			s.killChannels()
 			rep.OK = true
 		}
 	case ev.req.Op == opUndrain && ev.kind == "drain":
@@ -618,10 +621,7 @@ func credPID(oob []byte) (int, bool) {
 // readRoots reads the command lines of the exec roots in procs.
 func readRoots(root string, procs []procStat, self int) map[int]rootInfo {
 	roots := map[int]rootInfo{}
-	for _, p := range procs {
-		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
-			continue
-		}
+	read := func(p procStat) rootInfo {
 		r := rootInfo{procStat: p}
 		if b, err := os.ReadFile(filepath.Join(root, strconv.Itoa(p.PID), "cmdline")); err == nil {
 			argv := splitCmdline(b)
@@ -632,7 +632,26 @@ func readRoots(root string, procs []procStat, self int) map[int]rootInfo {
 				}
 			}
 		}
+		return r
+	}
+	channels := map[int]bool{}
+	for _, p := range procs {
+		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
+			continue
+		}
+		r := read(p)
 		roots[p.PID] = r
+		if r.kind == "channel" {
+			channels[p.PID] = true
+		}
+	}
+	// A channel's `run` children are runs like the exec roots' (rootKind).
+	for _, p := range procs {
+		if channels[p.PPID] && p.State != 'Z' {
+			if r := read(p); r.kind == "run" {
+				roots[p.PID] = r
+			}
+		}
 	}
 	return roots
 }
@@ -710,5 +729,19 @@ func shutdown(self int, runs map[int]bool) {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// killChannels SIGKILLs every channel exec root (a drain: the sandbox is
+// about to be removed, and no call runs through them).
+func (s *supervisor) killChannels() {
+	procs, err := readProcs(procRoot)
+	if err != nil {
+		return
+	}
+	for pid, r := range readRoots(procRoot, procs, s.self) {
+		if r.kind == "channel" && r.PPID == rootPPID {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

@@ -47,6 +47,12 @@ func TestDecide(t *testing.T) {
 	orphanZombie := procStat{PID: 41, PPID: 1, State: 'Z'}
 	child := procStat{PID: 50, PPID: 10, State: 'R'}
 	self := procStat{PID: 1, PPID: 0, State: 'S'}
+	chanRoot := procStat{PID: 60, PPID: 0, State: 'S'}
+	chanStopped := procStat{PID: 61, PPID: 0, State: 'T'}
+	chanRun := procStat{PID: 62, PPID: 60, State: 'S', Start: 100}
+	chanRunStopped := procStat{PID: 63, PPID: 60, State: 'T', Start: 100}
+	chanRunHung := procStat{PID: 64, PPID: 60, State: 'S', Start: 300}
+	chanOther := procStat{PID: 65, PPID: 60, State: 'S'}
 	cases := []tc{
 		{"nothing but init", []procStat{self}, nil, true, decision{}},
 		{"a live run keeps it busy; its child is left alone", []procStat{self, r10, child}, []rootInfo{ri10}, true,
@@ -66,6 +72,15 @@ func TestDecide(t *testing.T) {
 		{"without subreapers, orphans die once no run lives", []procStat{self, shell, orphan}, []rootInfo{{procStat: shell}}, false,
 			decision{kill: []int{40}, busy: true}},
 		{"an orphan alone is not activity", []procStat{self, orphan}, nil, true, decision{kill: []int{40}}},
+		{"an idle exec channel is not activity", []procStat{self, chanRoot}, []rootInfo{{procStat: chanRoot, kind: "channel"}}, true, decision{}},
+		{"a stopped exec channel is killed", []procStat{self, chanStopped}, []rootInfo{{procStat: chanStopped, kind: "channel"}}, true,
+			decision{kill: []int{61}}},
+		{"a channel's run is a run: busy, and killed when stopped or hung", []procStat{self, chanRoot, chanRun, chanRunStopped, chanRunHung},
+			[]rootInfo{{procStat: chanRoot, kind: "channel"}, {procStat: chanRun, kind: "run", timeout: 10 * time.Second},
+				{procStat: chanRunStopped, kind: "run", timeout: 10 * time.Second}, {procStat: chanRunHung, kind: "run", timeout: 10 * time.Second}}, true,
+			decision{kill: []int{63, 64}, busy: true, liveRuns: true}},
+		{"a process under a channel that readRoots did not take as a run is not a root", []procStat{self, chanRoot, chanOther},
+			[]rootInfo{{procStat: chanRoot, kind: "channel"}}, true, decision{}},
 	}
 	for _, c := range cases {
 		roots := map[int]rootInfo{}
@@ -382,5 +397,48 @@ func TestDeEmulated(t *testing.T) {
 	}
 	if sub := helperSubcommand(splitCmdline([]byte("/usr/libexec/qemu-binfmt/aarch64-binfmt-P\x00/opt/sandbox/sandbox-helper\x00/opt/sandbox/sandbox-helper\x00run\x00"))); sub != "run" {
 		t.Errorf("emulated helper's subcommand: %q", sub)
+	}
+}
+
+// A `run` whose parent is a channel exec root is served as an exec root;
+// a `run` under any other parent, or anything else under a channel, is not;
+// readRoots takes the channel's runs in.
+func TestRootKindChannel(t *testing.T) {
+	root := fakeProc(t, map[string]string{
+		"60": "60 (sandbox-helper) S 0 60 60\n",  // the channel server
+		"62": "62 (sandbox-helper) S 60 62 62\n", // its run
+		"65": "65 (sh) S 60 65 65\n",             // not a run
+		"70": "70 (sh) S 0 70 70\n",              // a shell exec
+		"71": "71 (sandbox-helper) S 70 71 71\n", // a run under the shell: code's
+		"80": "80 (sandbox-helper) S 0 80 80\n",  // fake channel? its argv says run
+		"81": "81 (sandbox-helper) S 80 81 81\n", // under a root that is not a channel
+	})
+	for pid, argv := range map[string]string{"60": "/opt/sandbox/sandbox-helper\x00channel\x00", "62": "/opt/sandbox/sandbox-helper\x00run\x00--token\x00t1\x00",
+		"65": "sh\x00", "70": "sh\x00", "71": "/opt/sandbox/sandbox-helper\x00run\x00", "80": "/opt/sandbox/sandbox-helper\x00run\x00",
+		"81": "/opt/sandbox/sandbox-helper\x00run\x00"} {
+		writeProcFile(t, root, pid, "cmdline", argv)
+	}
+	for _, tc := range []struct {
+		pid  int
+		kind string
+		ok   bool
+	}{{60, "channel", true}, {62, "run", true}, {65, "", false}, {70, "", true}, {71, "", false}, {80, "run", true}, {81, "", false}} {
+		kind, _, ok := rootKind(root, tc.pid)
+		if kind != tc.kind || ok != tc.ok {
+			t.Errorf("rootKind(%d) = %q %v, want %q %v", tc.pid, kind, ok, tc.kind, tc.ok)
+		}
+	}
+	procs, err := readProcs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := readRoots(root, procs, 1)
+	if r, ok := roots[62]; !ok || r.kind != "run" {
+		t.Errorf("readRoots left out the channel's run: %+v", roots)
+	}
+	for _, pid := range []int{65, 71, 81} {
+		if _, ok := roots[pid]; ok {
+			t.Errorf("readRoots took %d as a root", pid)
+		}
 	}
 }

@@ -92,7 +92,7 @@ func TestMain(m *testing.M) {
 // testMain is sandbox-helper's dispatch, for this package's commands.
 func testMain(args []string) int {
 	commands := map[string]func([]string) int{wire.VerbInit: Init, wire.VerbRun: Run, wire.VerbSignal: Signal, wire.VerbStatus: Status,
-		wire.VerbDrain: func(args []string) int { return Drain(args, os.Stdout, os.Stderr) }}
+		wire.VerbDrain: func(args []string) int { return Drain(args, os.Stdout, os.Stderr) }, wire.VerbChannel: Channel}
 	if len(args) == 0 || commands[args[0]] == nil {
 		fmt.Fprintf(os.Stderr, "sandbox-helper (test): no command in %q\n", args)
 		return 2

@@ -86,7 +86,7 @@ type statusReport struct {
 // statusProcess is one process other than PID 1 and the status call itself.
 type statusProcess struct {
 	PID     int        `json:"pid"`
-	Kind    string     `json:"kind"` // run, fs or other
+	Kind    string     `json:"kind"` // run, fs, channel (an exec channel's server) or other
 	Started *time.Time `json:"started"`
 }
 
@@ -129,10 +129,18 @@ func readStatus(root, tmpDir string, self int) (statusReport, error) {
 			continue
 		}
 		cmd, _ := os.ReadFile(filepath.Join(root, n, "cmdline"))
-		rep.Processes = append(rep.Processes, statusProcess{PID: pid, Kind: processKind(cmd), Started: started})
+		kind := processKind(cmd)
+		if ps, err := parseStat(b); err == nil && ps.PPID == rootPPID && helperSubcommand(splitCmdline(cmd)) == "channel" {
+			kind = "channel" // an exec root only: sandboxed code cannot be one
+		}
+		rep.Processes = append(rep.Processes, statusProcess{PID: pid, Kind: kind, Started: started})
 	}
 	sort.Slice(rep.Processes, func(i, j int) bool { return rep.Processes[i].PID < rep.Processes[j].PID })
-	rep.Busy = len(rep.Processes) > 0
+	for _, p := range rep.Processes {
+		if p.Kind != "channel" { // an idle exec channel is not activity
+			rep.Busy = true
+		}
+	}
 	if !rep.Busy {
 		var since time.Time
 		if rep.PID1Started != nil {

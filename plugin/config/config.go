@@ -163,6 +163,10 @@ type Config struct {
 
 	MaxSandboxes int // max_sandboxes
 
+	// ExecChannel: warm execs go through the sandbox's persistent exec
+	// channel (exec_channel; package exec/channel).
+	ExecChannel bool
+
 	// Caps of one cp or files call (host extraction and the helper's).
 	CopyMaxSize     int64 // copy_max_size, bytes
 	CopyMaxFileSize int64 // copy_max_file_size, bytes; 0: copy_max_size

@@ -65,6 +65,7 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"runtime":            {"", `"runc"`},
 	"nofile":             {`512`, `4096`},
 	"tmp_size":           {`"64m"`, `"1g"`},
+	"exec_channel":       {"", `false`},
 	"max_sandboxes":      {`5`, `500`},
 	"copy_max_size":      {`"1g"`, `"4g"`},
 	"copy_max_file_size": {`"1g"`, ""}, // the default is 0 (unlimited): any value narrows

@@ -1,0 +1,155 @@
+package exec
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/docker-sandbox/docker-sandbox/exec/wire"
+)
+
+// fakeChannel is an exec channel: serve (nil: none) answers each call on
+// the server end of a unix socket pair.
+type fakeChannel struct {
+	t     *testing.T
+	serve func(c *net.UnixConn, call wire.ChanCall, r *bufio.Reader)
+	dials int
+}
+
+func (f *fakeChannel) Has(string) bool  { return f.serve != nil }
+func (f *fakeChannel) Busy(string) bool { return false }
+
+func (f *fakeChannel) Dial(ctx context.Context, _ string) net.Conn {
+	f.dials++
+	if f.serve == nil {
+		return nil
+	}
+	path := filepath.Join(f.t.TempDir(), "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	go func() {
+		defer ln.Close()
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var call wire.ChanCall
+		if json.Unmarshal(line, &call) != nil {
+			return
+		}
+		f.serve(c, call, r)
+	}()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+func frame(typ byte, p []byte) []byte {
+	var b strings.Builder
+	_ = wire.NewFrameWriter(&b).WriteFrame(typ, p)
+	return []byte(b.String())
+}
+
+// A call through the channel: the `run` arguments and environment go in the
+// request, the code only once the run's Started frame came back, and the
+// result is the run's; the engine gets no exec.
+func TestRunThroughChannel(t *testing.T) {
+	f := newFake()
+	f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
+		t.Errorf("a plain exec ran: %v", cmd)
+		return "", "", wire.RunStatus{}
+	}
+	var gotCall wire.ChanCall
+	var gotIn []byte
+	early := false
+	ch := &fakeChannel{t: t, serve: func(c *net.UnixConn, call wire.ChanCall, r *bufio.Reader) {
+		gotCall = call
+		// Nothing may come before Started.
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := r.Peek(1); err == nil {
+			early = true
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		out := stdcopy.NewStdWriter(c, stdcopy.Stdout)
+		_, _ = out.Write(frame(wire.Started, nil))
+		gotIn, _ = io.ReadAll(r)
+		_, _ = out.Write(frame(wire.Stdout, []byte("hi\n")))
+		b, _ := json.Marshal(wire.RunStatus{ExitCode: 3})
+		_, _ = out.Write(frame(wire.Status, b))
+	}}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0", Channel: ch}
+	spec := testSpec()
+	f.containers[spec.ContainerName()], f.running[spec.ContainerName()] = nil, true
+	var out strings.Builder
+	req := Request{Lang: languages["python"], Code: []byte("print(1)"), Env: []string{"A=1"}, Workdir: "/opt/workspace", Timeout: time.Second,
+		MaxOutput: 100, Stdin: strings.NewReader("in"), Stdout: &out, Stderr: io.Discard}
+	res, err := m.Run(context.Background(), spec, req)
+	if err != nil || res.Status.ExitCode != 3 || out.String() != "hi\n" {
+		t.Fatalf("res %+v out %q err %v", res, out.String(), err)
+	}
+	if early {
+		t.Error("the code went before the run's Started frame")
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("engine calls %v", f.calls)
+	}
+	if gotCall.Args[0] != wire.VerbRun || !cmp.Equal(gotCall.Env, []string{"A=1"}) {
+		t.Errorf("call %+v", gotCall)
+	}
+	var want strings.Builder
+	_ = wire.WriteCodeHeader(&want, 8)
+	want.WriteString("print(1)in")
+	if string(gotIn) != want.String() {
+		t.Errorf("stdin %q, want %q", gotIn, want.String())
+	}
+}
+
+// A channel that fails before the run started (it closes at once, or
+// writes something that is not a frame) is a plain exec, with its result.
+func TestRunChannelFallsBack(t *testing.T) {
+	for name, serve := range map[string]func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader){
+		"closed":  func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) {},
+		"garbage": func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) { _, _ = c.Write([]byte("garbage")) },
+		"bad frame": func(c *net.UnixConn, _ wire.ChanCall, _ *bufio.Reader) {
+			_, _ = stdcopy.NewStdWriter(c, stdcopy.Stdout).Write([]byte("xxxxxxxxx"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake()
+			f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
+				return "plain " + string(code), "", wire.RunStatus{ExitCode: 5}
+			}
+			ch := &fakeChannel{t: t, serve: serve}
+			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0", Channel: ch}
+			spec := testSpec()
+			f.containers[spec.ContainerName()], f.running[spec.ContainerName()] = nil, true
+			var out strings.Builder
+			req := Request{Lang: languages["python"], Code: []byte("print(1)"), Workdir: "/opt/workspace", Timeout: time.Second,
+				MaxOutput: 100, Stdout: &out, Stderr: io.Discard}
+			res, err := m.Run(context.Background(), spec, req)
+			if err != nil || res.Status.ExitCode != 5 || out.String() != "plain print(1)" || ch.dials != 1 {
+				t.Fatalf("res %+v out %q err %v dials %d", res, out.String(), err, ch.dials)
+			}
+		})
+	}
+}
