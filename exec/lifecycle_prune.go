@@ -322,7 +322,10 @@ func planData(cands []*volume.Volume, newest map[string]newestInfo, now time.Tim
 		if future > 0 {
 			note = fmt.Sprintf(" (%d time(s) in the future ignored)", future)
 		}
-		if age <= olderThan {
+		// --older-than 0s: every unused volume, whatever its age (a
+		// write in the last second truncates to 0s, and an engine whose
+		// clock runs ahead makes fresh data look younger still).
+		if olderThan > 0 && age <= olderThan {
 			it.Reason = fmt.Sprintf("kept: last written %s ago, not longer than --older-than %s%s", age, olderThan, note)
 			kept = append(kept, it)
 			continue

@@ -385,6 +385,20 @@ func TestDataCandidatesAndPlanData(t *testing.T) {
 	if rm, _ := planData(cands, nil, now, 0); len(rm) != 0 {
 		t.Errorf("without the probe's answer: removed %v", rm)
 	}
+	// --older-than 0s: data written in the last second goes too (its age
+	// truncates to 0s), and so does data the engine's clock dates a
+	// moment after the client's now.
+	fresh := []*volume.Volume{{Name: "docker-sandbox-fresh.user", Labels: volLabels(core.KindUser, "fresh", "")}}
+	for _, d := range []time.Duration{-300 * time.Millisecond, 300 * time.Millisecond} {
+		w := now.Add(d)
+		rm, kept := planData(fresh, map[string]newestInfo{"docker-sandbox-fresh.user": {Complete: true, Newest: &w}}, now, 0)
+		if len(rm) != 1 || len(kept) != 0 {
+			t.Errorf("--older-than 0s, written %v from now: removed %v, kept %v", d, rm, kept)
+		}
+		if rm, _ := planData(fresh, map[string]newestInfo{"docker-sandbox-fresh.user": {Complete: true, Newest: &w}}, now, time.Second); len(rm) != 0 {
+			t.Errorf("--older-than 1s, written %v from now: removed %v", d, rm)
+		}
+	}
 }
 
 func TestPlanHelpersAndNetworks(t *testing.T) {
