@@ -769,6 +769,7 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		return "", err
 	}
 	spec.ImageVolumes = imageVolumes(img)
+	spec.ImagePath = imageEnv(img, "PATH")
 	arch := img.Architecture
 	// Readable where the runtime must read it to run it: gVisor, and an
 	// image of another architecture, which the engine runs through
@@ -937,6 +938,20 @@ func imageVolumes(img image.InspectResponse) []string {
 		out = append(out, v)
 	}
 	return sortedStrings(out)
+}
+
+// imageEnv is the value of the image's environment variable key ("" when
+// it sets none).
+func imageEnv(img image.InspectResponse, key string) string {
+	if img.Config == nil {
+		return ""
+	}
+	for _, kv := range img.Config.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 func uniq(ss ...string) []string {

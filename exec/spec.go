@@ -46,6 +46,11 @@ type Spec struct {
 	// Podman: the engine is Podman's Docker-compatible API (podman.go);
 	// known on a create. Not in Hash (a sandbox lives on one engine).
 	Podman bool
+	// ImagePath is the image's PATH (known once the image has been
+	// inspected; "" when it sets none): a session's sandbox gets it with
+	// its entries under /opt/user moved to the session's home (homeEnv).
+	// Not in Hash (the image is).
+	ImagePath string
 }
 
 // Hash identifies the Spec's settings (not its target). The helper compares
@@ -112,7 +117,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		WorkingDir: core.WorkspaceDir,
 		Entrypoint: s.initCommand(),
 		Cmd:        nil,
-		Env:        append(append([]string{"HOME=" + core.UserDir, "TMPDIR=/tmp"}, core.HelperEnv...), s.Env...),
+		Env:        append(append(append(s.homeEnv(), "TMPDIR=/tmp"), core.HelperEnv...), s.Env...),
 		Labels:     s.labels(),
 		// No stdin, no TTY: the container is only a home for execs.
 		AttachStdin: false, OpenStdin: false, Tty: false,
@@ -241,4 +246,43 @@ func ResolveWorkdir(w string) (string, error) {
 		}
 	}
 	return "", core.Errorf(core.CodeBadFlag, "invalid --workdir %q: it must lie inside %s (relative paths are taken from there) or %s", w, core.WorkspaceDir, core.UserDir)
+}
+
+// homeEnv is where the sandbox's programs find their home and commands.
+// Without a session that is the scope's long-term volume (HOME=/opt/user:
+// `pip install --user` and the image's PATH entry /opt/user/.local/bin keep
+// what the scope installs). A session's sandbox shares /opt/user with every
+// other sandbox of its scope, so nothing there may be found on its own:
+// its HOME is its private workspace (python's user site, usercustomize and
+// .pth files, node's ~/.node_modules, shell rc files, ~/.config all live
+// there), and every PATH entry of the image under /opt/user moves to the
+// same place under the workspace. Code of one session cannot then plant a
+// program or a start-up file that another session runs.
+func (s Spec) homeEnv() []string {
+	if s.Session == "" {
+		return []string{"HOME=" + core.UserDir}
+	}
+	env := []string{"HOME=" + core.WorkspaceDir}
+	if s.ImagePath != "" {
+		env = append(env, "PATH="+SessionPath(s.ImagePath))
+	}
+	return env
+}
+
+// SessionPath is PATH with every entry under /opt/user (after lexical
+// cleaning) moved to the same place under /opt/workspace, and relative or
+// empty entries (the current folder, which may be /opt/user) dropped.
+func SessionPath(list string) string {
+	var out []string
+	for _, e := range strings.Split(list, ":") {
+		if e == "" || !path.IsAbs(e) {
+			continue
+		}
+		e = path.Clean(e)
+		if rest, ok := strings.CutPrefix(e, core.UserDir); ok && (rest == "" || rest[0] == '/') {
+			e = core.WorkspaceDir + rest
+		}
+		out = append(out, e)
+	}
+	return strings.Join(out, ":")
 }

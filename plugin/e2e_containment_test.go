@@ -696,3 +696,77 @@ func TestImageCannotSeedVolumes(t *testing.T) {
 		}
 	}
 }
+
+// TestContainmentSessionsPlantNothing: one session's code cannot make
+// another session of its scope run anything. The scope's volume /opt/user
+// is shared by every sandbox of the scope, so a session's sandbox finds
+// nothing there on its own: its HOME is its private workspace and the
+// image's PATH entry /opt/user/.local/bin is /opt/workspace/.local/bin.
+// Session evil plants, in /opt/user, every start-up hook we know of: an
+// interpreter and a common command first on the image's PATH, python user
+// site hooks (usercustomize.py, a .pth line) for every python version, a
+// node module in ~/.node_modules, bash and sh start-up files; and the same
+// in its own home. Session victim then runs python (plain and as a
+// kernel), node, bash -i/-l and `ls` with a secret in its environment:
+// each does what it was asked, nothing planted runs, the secret and the
+// victim's code reach nothing evil can read, and the victim's workspace
+// stays out of evil's reach.
+func TestContainmentSessionsPlantNothing(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	plant := `set -e
+hook='echo PLANTED-RAN >> /opt/user/ran; cp -r /opt/workspace /opt/user/stolen-ws 2>/dev/null; env > /opt/user/stolen-env 2>/dev/null'
+for home in /opt/user "$HOME"; do
+  mkdir -p $home/.local/bin $home/.node_modules
+  for cmd in python3 python node bash sh ls cat; do
+    printf '#!/bin/sh\n%s\necho HIJACKED; exit 0\n' "$hook" > $home/.local/bin/$cmd
+    chmod +x $home/.local/bin/$cmd
+  done
+  for v in 3.9 3.10 3.11 3.12 3.13; do
+    d=$home/.local/lib/python$v/site-packages
+    mkdir -p $d
+    printf 'import os\nos.system(%s)\nprint("INJECTED", flush=True)\n' "'$hook'" > $d/usercustomize.py
+    printf 'import os; os.system(%s)\n' "'$hook'" > $d/zz-evil.pth
+  done
+  printf 'require("child_process").execSync(%s); module.exports = "EVIL";\n' "'$hook'" > $home/.node_modules/evilmod.js
+  for rc in .bashrc .bash_profile .profile .bash_login; do printf '%s\necho RC-RAN\n' "$hook" > $home/$rc; done
+done
+echo planted`
+	// The planting session: its own home is its workspace.
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "evil", "-c", plant), "planted\n")
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "victim", "-c", "echo private > /opt/workspace/victim.txt; echo ok"), "ok\n")
+
+	victim := func(args ...string) execJSON {
+		t.Helper()
+		r := sbRun(t, run{env: []string{"SECRET=s3cr3t-victim"}, args: append([]string{"exec", "-s", s, "--session", "victim", "--format", "json", "-e", "SECRET"}, args...)})
+		return decodeExec(t, r)
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		stdout string
+		code   int
+	}{
+		{"python", []string{"--lang", "python", "-c", "import sys; print('victim'); sys.exit(3)"}, "victim\n", 3},
+		{"python kernel", []string{"--kernel", "--lang", "python", "-c", "import sys; print('victim'); sys.exit(3)"}, "victim\n", 3},
+		{"node", []string{"--lang", "node", "-c", "let m; try { m = require('evilmod') } catch (e) { m = e.code } console.log(m); process.exit(4)"}, "MODULE_NOT_FOUND\n", 4},
+		{"bash -i and -l", []string{"-c", "bash -ic 'echo i' 2>/dev/null; bash -lc 'echo l'; sh -lc 'echo s'; ls -d /opt; cat /dev/null; python3 -c 'print(1)'; exit 5"}, "i\nl\ns\n/opt\n1\n", 5},
+		{"home and path", []string{"-c", `echo "$HOME"; case ":$PATH:" in *:/opt/user*) echo PATH-SHARED;; esac; exit 6`}, "/opt/workspace\n", 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := victim(c.args...)
+			if j.ExitCode != c.code || j.Stdout != c.stdout {
+				t.Errorf("victim: exit %d stdout %q stderr %q, want exit %d stdout %q", j.ExitCode, j.Stdout, j.Stderr, c.code, c.stdout)
+			}
+		})
+	}
+	// Nothing planted ran anywhere; nothing of the victim reached /opt/user
+	// (checked from a third session: evil's own runs find what it planted
+	// in its own home, as they should).
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "checker", "-c",
+		"test ! -e /opt/user/ran && test ! -e /opt/user/stolen-ws && test ! -e /opt/user/stolen-env && ! grep -rl s3cr3t-victim /opt/user 2>/dev/null; echo clean"), "clean\n")
+	// The victim's own work is where it left it.
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "victim", "-c", "cat /opt/workspace/victim.txt"), "private\n")
+	// What a session installs with pip --user is its own.
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "victim", "--lang", "python", "-c", "import site; print(site.getusersitepackages().startswith('/opt/workspace/.local/'))"), "True\n")
+}

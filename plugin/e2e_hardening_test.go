@@ -230,9 +230,20 @@ func checkHardening(t *testing.T, scope, session string, memory, nanoCPUs, pids 
 		t.Errorf("LogConfig %+v: want json-file with a max-size", hc.LogConfig)
 	}
 
-	// HOME in the long-term space; the image never decides the entrypoint.
-	if !contains(cfg.Env, "HOME=/opt/user") {
-		t.Errorf("Env %q lacks HOME=/opt/user", cfg.Env)
+	// HOME in the long-term space, or a session's in its own workspace
+	// (/opt/user is shared by the scope's sessions: nothing on a session's
+	// PATH lies there); the image never decides the entrypoint.
+	home := "HOME=/opt/user"
+	if session != "" {
+		home = "HOME=/opt/workspace"
+		for _, kv := range cfg.Env {
+			if p, ok := strings.CutPrefix(kv, "PATH="); ok && strings.Contains(":"+p+":", ":/opt/user") {
+				t.Errorf("a session's PATH reaches into the shared /opt/user: %q", kv)
+			}
+		}
+	}
+	if !contains(cfg.Env, home) {
+		t.Errorf("Env %q lacks %s", cfg.Env, home)
 	}
 	if len(cfg.Entrypoint) < 2 || cfg.Entrypoint[0] != helperBinPath || cfg.Entrypoint[1] != "init" {
 		t.Errorf("Entrypoint %q: want the helper (%s init ...)", cfg.Entrypoint, helperBinPath)
