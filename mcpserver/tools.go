@@ -268,7 +268,7 @@ func (h *handlers) runCommand(ctx context.Context, req *mcp.CallToolRequest, in 
 // runs when the call asked for them. Cancelling the call (ctx) stops the
 // program.
 func (h *handlers) run(ctx context.Context, req *mcp.CallToolRequest, t core.Target, r Run) (any, error) {
-	r.Tool, r.Client = req.Params.Name, clientName(req)
+	r.Tool, r.Client = req.Params.Name, Client(ctx)
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		done := make(chan struct{})
 		defer close(done)
