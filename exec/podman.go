@@ -22,8 +22,10 @@ package exec
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -166,13 +168,31 @@ func podmanRefuse(s Spec) error {
 	return nil
 }
 
-// engineIsPodman asks the engine's version whether it is Podman.
+// podmanEngines holds engineIsPodman's answers by engine client: a client
+// (a pointer, such as the CLI's *client.Client) talks to one engine for its
+// life, so a process asks each engine's version once, not on every create
+// and proxy exec (the MCP server makes a Manager per call with the same
+// client). A failed call is not kept: the next one asks again.
+var podmanEngines sync.Map // Engine → bool
+
+// engineIsPodman reports whether the engine is Podman, from its version
+// (asked once per client, podmanEngines).
 func (m *Manager) engineIsPodman(ctx context.Context) (bool, error) {
+	keep := reflect.ValueOf(m.Engine).Kind() == reflect.Pointer
+	if keep {
+		if p, ok := podmanEngines.Load(m.Engine); ok {
+			return p.(bool), nil
+		}
+	}
 	v, err := m.Engine.ServerVersion(ctx)
 	if err != nil {
 		return false, core.EngineError(err, "cannot read the engine's version")
 	}
-	return IsPodman(v), nil
+	podman := IsPodman(v)
+	if keep {
+		podmanEngines.Store(m.Engine, podman)
+	}
+	return podman, nil
 }
 
 // startSeeder starts the volume seeder on Podman (which fills the volumes

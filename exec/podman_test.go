@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -195,4 +197,72 @@ type failingNetwork struct {
 func (n failingNetwork) Attach(context.Context, string, *policy.Rules, []string) (Attachment, error) {
 	n.t.Fatal("the egress side was asked on Podman")
 	return Attachment{}, nil
+}
+
+// versionCounter counts the engine's version calls; versionErr fails the
+// next ones (and is not counted as an answer).
+type versionCounter struct {
+	*fakeEngine
+	n          atomic.Int32
+	versionErr error
+}
+
+func (c *versionCounter) ServerVersion(ctx context.Context) (types.Version, error) {
+	c.n.Add(1)
+	if c.versionErr != nil {
+		return types.Version{}, c.versionErr
+	}
+	return c.fakeEngine.ServerVersion(ctx)
+}
+
+// Whether the engine is Podman is asked once per client: two creates by
+// two Managers (as the MCP server makes one per call) and a proxy-mode
+// attach ask the engine's version once; another client asks its own; a
+// failed ask is not kept.
+func TestEngineIsPodmanAskedOnce(t *testing.T) {
+	f := newFake()
+	f.podman = true
+	e := &versionCounter{fakeEngine: f}
+	f.helper = func([]string, []byte, []byte) (string, string, wire.RunStatus) { return "ran", "", wire.RunStatus{} }
+	for _, session := range []string{"s1", "s2"} {
+		m := &Manager{Engine: e, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0",
+			Podman: fakePodmanAPI{"private", "shareable"}}
+		s := testSpec()
+		s.Target.Session = session
+		var out strings.Builder
+		res, err := m.Run(context.Background(), s, Request{Lang: languages["sh"], Code: []byte("echo"), Workdir: core.WorkspaceDir,
+			Timeout: 1e9, MaxOutput: 100, Stdout: &out, Stderr: &out})
+		if err != nil || !res.Created {
+			t.Fatalf("%s: %v %+v", session, err, res)
+		}
+	}
+	s := testSpec()
+	s.Network = "proxy"
+	var ce *core.Error
+	if _, err := (&Manager{Engine: e, Network: failingNetwork{t: t}}).AttachNetwork(context.Background(), &s, nil); !errors.As(err, &ce) || ce.Code != core.CodeEngineUnsupported {
+		t.Fatalf("proxy on Podman: %v", err)
+	}
+	if n := e.n.Load(); n != 1 {
+		t.Fatalf("ServerVersion asked %d times, want 1", n)
+	}
+	if seeders := strings.Count(strings.Join(f.calls, " "), "StartSeeder"); seeders != 2 {
+		t.Fatalf("want both creates made as on Podman (2 seeders), got %d: %v", seeders, f.calls)
+	}
+
+	// Another client (a Docker Engine) asks its own; a failed ask is asked
+	// again, then kept.
+	d := &versionCounter{fakeEngine: newFake(), versionErr: errors.New("connection refused")}
+	m := &Manager{Engine: d}
+	if _, err := m.engineIsPodman(context.Background()); err == nil {
+		t.Fatal("want the version error")
+	}
+	d.versionErr = nil
+	for range 3 {
+		if podman, err := m.engineIsPodman(context.Background()); podman || err != nil {
+			t.Fatalf("Docker Engine: %v %v", podman, err)
+		}
+	}
+	if n := d.n.Load(); n != 2 {
+		t.Fatalf("ServerVersion asked %d times, want 2 (one failed, one answer)", n)
+	}
 }

@@ -249,6 +249,17 @@ func errorResult(err error) *mcp.CallToolResult {
 		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}
 }
 
+// clientKey is the context key of the MCP client's name in a tool call.
+type clientKey struct{}
+
+// Client is the name of the MCP client that made the tool call of ctx
+// (from its initialize request; "" when it gave none): Files and Runner
+// calls read it for the audit trail.
+func Client(ctx context.Context) string {
+	name, _ := ctx.Value(clientKey{}).(string)
+	return name
+}
+
 // toolFunc handles one call of a tool with input In; its result is the
 // structured content (json.RawMessage as it is, else marshalled).
 type toolFunc[In any] func(ctx context.Context, req *mcp.CallToolRequest, in *In) (any, error)
@@ -272,7 +283,7 @@ func addTool[In any](h *handlers, s *mcp.Server, name, desc string, out *jsonsch
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, _ error) {
 		h.inflight.Add(1)
 		defer h.inflight.Done()
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := context.WithCancel(context.WithValue(ctx, clientKey{}, clientName(req)))
 		defer cancel()
 		defer context.AfterFunc(h.ended, cancel)()
 		defer func() {

@@ -30,6 +30,15 @@ type fake struct {
 	targets []core.Target
 	content []byte
 	run     func(ctx context.Context, r Run) (json.RawMessage, error)
+	// clients: the MCP client's name of each Files call (Client).
+	clients []string
+}
+
+// client notes the MCP client's name of a Files call.
+func (f *fake) client(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clients = append(f.clients, Client(ctx))
 }
 
 func (f *fake) note(call string, t core.Target) {
@@ -58,28 +67,33 @@ func (f *fake) Run(ctx context.Context, t core.Target, r Run) (json.RawMessage, 
 }
 
 func (f *fake) List(ctx context.Context, loc files.Location, recursive bool, each func(fsproto.Entry) error) error {
+	f.client(ctx)
 	f.note("list "+loc.Path, loc.Target)
 	return each(fsproto.Entry{Name: "a.txt", Type: fsproto.TypeFile})
 }
 
 func (f *fake) Cat(ctx context.Context, loc files.Location, w io.Writer) error {
+	f.client(ctx)
 	f.note("cat "+loc.Path, loc.Target)
 	_, err := w.Write(f.content)
 	return err
 }
 
 func (f *fake) Put(ctx context.Context, loc files.Location, r io.Reader, mode string) (fsproto.PutResult, error) {
+	f.client(ctx)
 	b, _ := io.ReadAll(r)
 	f.note("put "+loc.Path+" "+string(b)+" "+mode, loc.Target)
 	return fsproto.PutResult{Path: loc.Path, Bytes: int64(len(b))}, nil
 }
 
 func (f *fake) Remove(ctx context.Context, loc files.Location, recursive, force bool) (fsproto.RmResult, error) {
+	f.client(ctx)
 	f.note("rm "+loc.Path, loc.Target)
 	return fsproto.RmResult{Path: loc.Path, Removed: true}, nil
 }
 
 func (f *fake) Copy(ctx context.Context, src, dst files.Location, stdin io.Reader, stdout io.Writer) (*tarsafe.Result, error) {
+	f.client(ctx)
 	f.note("copy "+src.Target.String()+":"+src.Path+" -> "+dst.Path, dst.Target)
 	return &tarsafe.Result{}, nil
 }
@@ -188,6 +202,11 @@ func TestBadInputs(t *testing.T) {
 		{true, "run_code", map[string]any{"language": "python", "code": "1", "session": "a/b"}, "bad_name", "session"},
 		{false, "run_command", map[string]any{"command": ""}, "bad_flag", "command"},
 		{false, "run_command", map[string]any{"command": "ls", "workdir": "../../etc"}, "bad_flag", "workdir"},
+		{false, "run_command", map[string]any{"command": "ls\x00x"}, "bad_flag", "command"},
+		{false, "run_command", map[string]any{"command": "ls", "timeout": -1}, "bad_flag", "timeout"},
+		{false, "run_command", map[string]any{"command": "ls", "session": "other"}, "bad_flag", "session"},
+		{false, "run_command", map[string]any{"command": "ls", "timeout": -1, "workdir": "../../etc"}, "bad_flag", "timeout"},
+		{false, "run_code", map[string]any{"language": "cobol", "code": "1", "timeout": -1}, "bad_flag", "language"},
 		{false, "read_file", map[string]any{}, "bad_flag", "path"},
 		{false, "read_file", map[string]any{"path": "../../etc/passwd"}, "path_escape", "path"},
 		{false, "read_file", map[string]any{"path": "/etc/passwd"}, "path_escape", "path"},
@@ -247,6 +266,34 @@ func TestScopeFixed(t *testing.T) {
 	}
 	if got := f.calls[3]; got != "copy u1:/opt/workspace/a -> /opt/workspace/a" {
 		t.Errorf("copy_from_session: %q", got)
+	}
+}
+
+// TestFileToolsClient: every file tool's call carries the MCP client's
+// name (Client), as run_code's Run does, for its audit record.
+func TestFileToolsClient(t *testing.T) {
+	f := &fake{content: []byte("x")}
+	cs := connect(t, f, true, nil)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"write_file", map[string]any{"path": "a", "content": "hi"}},
+		{"read_file", map[string]any{"path": "a"}},
+		{"list_files", nil},
+		{"delete_file", map[string]any{"path": "a"}},
+		{"copy_from_session", map[string]any{"from_session": "b", "path": "a"}},
+		{"run_command", map[string]any{"command": "ls"}},
+	} {
+		if res, _ := call(t, cs, c.tool, c.args); res.IsError {
+			t.Fatalf("%s: %v", c.tool, res.Content)
+		}
+	}
+	if d := cmp.Diff([]string{"test", "test", "test", "test", "test"}, f.clients); d != "" {
+		t.Errorf("the client of the Files calls (-want +got):\n%s", d)
+	}
+	if len(f.runs) != 1 || f.runs[0].Client != "test" {
+		t.Errorf("run_command's client: %+v", f.runs)
 	}
 }
 

@@ -211,21 +211,31 @@ func (h *handlers) timeout(secs float64) (time.Duration, error) {
 // kernelLangs are the languages whose run_code calls ask for a kernel.
 var kernelLangs = map[string]bool{"python": true, "py": true, "python3": true, "node": true, "js": true, "javascript": true, "nodejs": true}
 
-func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in *RunCodeInput) (any, error) {
-	t, err := h.target(in.Session)
+// runInput checks the input run_code and run_command share, in this
+// order: the session, the tool's own checks (own), the size of the program
+// (field), the timeout. It returns the call's sandbox and timeout.
+func (h *handlers) runInput(session, field, program string, timeout float64, own func() error) (core.Target, time.Duration, error) {
+	t, err := h.target(session)
 	if err != nil {
-		return nil, err
+		return core.Target{}, 0, err
 	}
-	if strings.TrimSpace(in.Language) == "" {
-		return nil, badField("language", "language is required: python, node, bash or sh")
+	if err := own(); err != nil {
+		return core.Target{}, 0, err
 	}
-	if err := h.cfg.Runner.CheckLanguage(in.Language); err != nil {
-		return nil, inField("language", err)
+	if len(program) > wire.MaxCode {
+		return core.Target{}, 0, badField(field, "%s is over the %d MiB limit", field, wire.MaxCode>>20)
 	}
-	if len(in.Code) > wire.MaxCode {
-		return nil, badField("code", "code is over the %d MiB limit", wire.MaxCode>>20)
-	}
-	to, err := h.timeout(in.Timeout)
+	to, err := h.timeout(timeout)
+	return t, to, err
+}
+
+func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in *RunCodeInput) (any, error) {
+	t, to, err := h.runInput(in.Session, "code", in.Code, in.Timeout, func() error {
+		if strings.TrimSpace(in.Language) == "" {
+			return badField("language", "language is required: python, node, bash or sh")
+		}
+		return inField("language", h.cfg.Runner.CheckLanguage(in.Language))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -234,20 +244,15 @@ func (h *handlers) runCode(ctx context.Context, req *mcp.CallToolRequest, in *Ru
 }
 
 func (h *handlers) runCommand(ctx context.Context, req *mcp.CallToolRequest, in *RunCommandInput) (any, error) {
-	t, err := h.target(in.Session)
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(in.Command) == "" {
-		return nil, badField("command", "command is required: a shell command line")
-	}
-	if strings.IndexByte(in.Command, 0) >= 0 {
-		return nil, badField("command", "command contains a NUL byte")
-	}
-	if len(in.Command) > wire.MaxCode {
-		return nil, badField("command", "command is over the %d MiB limit", wire.MaxCode>>20)
-	}
-	to, err := h.timeout(in.Timeout)
+	t, to, err := h.runInput(in.Session, "command", in.Command, in.Timeout, func() error {
+		switch {
+		case strings.TrimSpace(in.Command) == "":
+			return badField("command", "command is required: a shell command line")
+		case strings.IndexByte(in.Command, 0) >= 0:
+			return badField("command", "command contains a NUL byte")
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +268,7 @@ func (h *handlers) runCommand(ctx context.Context, req *mcp.CallToolRequest, in 
 // runs when the call asked for them. Cancelling the call (ctx) stops the
 // program.
 func (h *handlers) run(ctx context.Context, req *mcp.CallToolRequest, t core.Target, r Run) (any, error) {
-	r.Tool, r.Client = req.Params.Name, clientName(req)
+	r.Tool, r.Client = req.Params.Name, Client(ctx)
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		done := make(chan struct{})
 		defer close(done)

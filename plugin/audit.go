@@ -44,7 +44,8 @@ import (
 // exec's record from its result (then Command "exec --kernel", or "mcp
 // run_code" with MCPClient set, and KernelRestarted / StatusKernelRestarted
 // for a kernel that lost its state); a long-lived server makes one auditor
-// per call (newAuditor does no I/O).
+// per call (newAuditor does no I/O). Every MCP tool's record, the file
+// tools' too ("mcp write_file", ...), has MCPClient set.
 
 // auditor records one command (or one call of a long-lived server) in the
 // audit trail.

@@ -14,18 +14,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 func needArm64(t *testing.T) string {
 	t.Helper()
-	needE2E(t)
-	img := os.Getenv("DOCKER_SANDBOX_TEST_ARM64_IMAGE")
-	if img == "" {
-		testenv.Skip(t, "arm64 test: needs the linux/arm64 image of scripts/test.sh (DOCKER_SANDBOX_TEST_ARM64_IMAGE): run scripts/test.sh -run TestArm64 ./plugin/")
-	}
-	return img
+	return needFixture(t, "arm64 test", "linux/arm64 image", "TestArm64", "DOCKER_SANDBOX_TEST_ARM64_IMAGE")[0]
 }
 
 // TestArm64Exec: in an arm64 image, the arm64 helper runs the code (uname

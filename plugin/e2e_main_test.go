@@ -90,6 +90,39 @@ func needE2E(t *testing.T) {
 	testenv.Skip(t, "end-to-end test: needs a Docker Engine and the built plugin (DOCKER_SANDBOX_E2E=1, DOCKER_SANDBOX_BIN): run scripts/test.sh")
 }
 
+// needFixture returns the values of vars, which scripts/test.sh sets when
+// it starts a test's fixture (what: "TEST test", fixture: what it is; run:
+// the -run pattern that starts it). When one is unset the test skips
+// outside scripts/test.sh, saying what it needs; under CI it fails.
+func needFixture(t *testing.T, what, fixture, run string, vars ...string) []string {
+	t.Helper()
+	needE2E(t)
+	vals := make([]string, len(vars))
+	missing := false
+	for i, v := range vars {
+		vals[i] = os.Getenv(v)
+		missing = missing || vals[i] == ""
+	}
+	if missing {
+		testenv.Skip(t, "%s: needs the %s of scripts/test.sh (%s): run scripts/test.sh -run %s ./plugin/", what, fixture, strings.Join(vars, ", "), run)
+	}
+	return vals
+}
+
+// logTail logs the last 30 lines of a fixture's log file when t failed.
+func logTail(t *testing.T, name, file string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	b, _ := os.ReadFile(file)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	t.Logf("the end of %s's log:\n%s", name, strings.Join(lines, "\n"))
+}
+
 func engine(t *testing.T) *client.Client {
 	t.Helper()
 	engineOnce.Do(func() {

@@ -412,7 +412,7 @@ func TestMCPKernel(t *testing.T) {
 			written = r.BytesIn
 		}
 	}
-	want := [][2]string{{"mcp run_code --kernel", "e2e"}, {"mcp run_code --kernel", "e2e"}, {"mcp run_code", "e2e"}, {"mcp write_file", ""}, {"mcp delete_file", ""}}
+	want := [][2]string{{"mcp run_code --kernel", "e2e"}, {"mcp run_code --kernel", "e2e"}, {"mcp run_code", "e2e"}, {"mcp write_file", "e2e"}, {"mcp delete_file", "e2e"}}
 	if written != 5 {
 		t.Errorf("write_file record: %d bytes in, want 5", written)
 	}

@@ -32,7 +32,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // podmanFixture is the test's view of the Podman service of scripts/test.sh.
@@ -47,11 +46,8 @@ type podmanFixture struct {
 // under CI a missing fixture fails it.
 func needPodman(t *testing.T) podmanFixture {
 	t.Helper()
-	needE2E(t)
-	f := podmanFixture{host: os.Getenv("DOCKER_SANDBOX_TEST_PODMAN"), log: os.Getenv("DOCKER_SANDBOX_TEST_PODMAN_LOG")}
-	if f.host == "" || f.log == "" {
-		testenv.Skip(t, "podman test: needs the Podman service of scripts/test.sh (DOCKER_SANDBOX_TEST_PODMAN, DOCKER_SANDBOX_TEST_PODMAN_LOG): run scripts/test.sh -run TestPodman ./plugin/")
-	}
+	env := needFixture(t, "podman test", "Podman service", "TestPodman", "DOCKER_SANDBOX_TEST_PODMAN", "DOCKER_SANDBOX_TEST_PODMAN_LOG")
+	f := podmanFixture{host: env[0], log: env[1]}
 	if !strings.HasPrefix(f.host, "unix://") {
 		t.Fatalf("DOCKER_SANDBOX_TEST_PODMAN=%q: want unix://SOCKET", f.host)
 	}
@@ -66,14 +62,7 @@ func needPodman(t *testing.T) podmanFixture {
 	}
 	f.env = []string{"DOCKER_HOST=" + f.host, "DOCKER_CONTEXT="}
 	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(f.log)
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(lines) > 30 {
-				lines = lines[len(lines)-30:]
-			}
-			t.Logf("the end of podman's log:\n%s", strings.Join(lines, "\n"))
-		}
+		logTail(t, "podman", f.log)
 		_ = cli.Close()
 	})
 	return f

@@ -10,27 +10,19 @@ package plugin_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
-
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 // needRootless returns the rootless engine's host. Outside scripts/test.sh
 // the test skips; under CI a missing fixture fails it.
 func needRootless(t *testing.T) string {
 	t.Helper()
-	needE2E(t)
-	host := os.Getenv("DOCKER_SANDBOX_TEST_ROOTLESS")
-	if host == "" {
-		testenv.Skip(t, "rootless test: needs the rootless engine of scripts/test.sh (DOCKER_SANDBOX_TEST_ROOTLESS): run scripts/test.sh -run TestRootless ./plugin/")
-	}
-	return host
+	return needFixture(t, "rootless test", "rootless engine", "TestRootless", "DOCKER_SANDBOX_TEST_ROOTLESS")[0]
 }
 
 // TestRootlessRefused: exec, shell and egress start against the rootless

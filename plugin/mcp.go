@@ -233,9 +233,13 @@ func (f mcpFiles) cp(ctx context.Context) (*files.Copier, error) {
 	return cp, err
 }
 
-// record writes the audit record of a tool that moved something (the
-// config as loaded: a call whose engine setup failed is recorded too).
-func (f mcpFiles) record(recs ...audit.Record) {
+// record writes the audit records of the tool call of ctx that moved
+// something, with the MCP client's name (the config as loaded: a call whose
+// engine setup failed is recorded too).
+func (f mcpFiles) record(ctx context.Context, recs ...audit.Record) {
+	for i := range recs {
+		recs[i].MCPClient = mcpserver.Client(ctx)
+	}
 	au := newAuditor(f.a.cli, f.a.loaded)
 	au.recordEach(recs, nil, nil)
 }
@@ -258,7 +262,7 @@ func (f mcpFiles) Cat(ctx context.Context, loc files.Location, w io.Writer) erro
 
 func (f mcpFiles) Put(ctx context.Context, loc files.Location, r io.Reader, mode string) (res fsproto.PutResult, err error) {
 	in := &audit.CountingReader{R: r}
-	defer func() { f.record(filesRecord("mcp write_file", loc, in.N, err)) }()
+	defer func() { f.record(ctx, filesRecord("mcp write_file", loc, in.N, err)) }()
 	cp, err := f.cp(ctx)
 	if err != nil {
 		return fsproto.PutResult{}, err
@@ -267,7 +271,7 @@ func (f mcpFiles) Put(ctx context.Context, loc files.Location, r io.Reader, mode
 }
 
 func (f mcpFiles) Remove(ctx context.Context, loc files.Location, recursive, force bool) (res fsproto.RmResult, err error) {
-	defer func() { f.record(filesRecord("mcp delete_file", loc, 0, err)) }()
+	defer func() { f.record(ctx, filesRecord("mcp delete_file", loc, 0, err)) }()
 	cp, err := f.cp(ctx)
 	if err != nil {
 		return fsproto.RmResult{}, err
@@ -281,7 +285,7 @@ func (f mcpFiles) Copy(ctx context.Context, src, dst files.Location, stdin io.Re
 		for i := range recs {
 			recs[i].Command = "mcp copy_from_session"
 		}
-		f.record(recs...)
+		f.record(ctx, recs...)
 	}()
 	cp, err := f.cp(ctx)
 	if err != nil {

@@ -64,10 +64,11 @@ phase() {
 	PHASE=""
 }
 
-# ours_image REF: true for the image names this project makes.
+# ours_image REF: true for the image names this project makes (the arm64
+# busybox image too: cleanup removes it when the run made it).
 ours_image() {
 	case "$1" in
-	docker-sandbox-runtime:"$VERSION"* | docker-sandbox-helper:* | "$BASE_TAG" | "$BUSYBOX_TAG") return 0 ;;
+	docker-sandbox-runtime:"$VERSION"* | docker-sandbox-helper:* | "$BASE_TAG" | "$BUSYBOX_TAG" | "$BUSYBOX_ARM64_TAG") return 0 ;;
 	*) return 1 ;;
 	esac
 }
