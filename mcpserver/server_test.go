@@ -169,13 +169,15 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) (names []string, session boo
 }
 
 func TestToolsBySessions(t *testing.T) {
-	base := []string{"copy_from_session", "delete_file", "list_files", "read_file", "reset", "run_code", "run_command", "write_file"}
+	// copy_from_session is a session tool: a server fixed to one sandbox
+	// reaches no other session's workspace.
+	base := []string{"delete_file", "list_files", "read_file", "reset", "run_code", "run_command", "write_file"}
 	names, session := toolNames(t, connect(t, &fake{}, false, nil))
 	if d := cmp.Diff(base, names); d != "" || session {
 		t.Errorf("without --sessions: tools (-want +got):\n%s\nsession input: %v", d, session)
 	}
 	names, session = toolNames(t, connect(t, &fake{}, true, nil))
-	want := slices.Sorted(slices.Values(append(slices.Clone(base), "create_session", "list_sessions", "stop_session")))
+	want := slices.Sorted(slices.Values(append(slices.Clone(base), "copy_from_session", "create_session", "list_sessions", "stop_session")))
 	if d := cmp.Diff(want, names); d != "" || !session {
 		t.Errorf("with --sessions: tools (-want +got):\n%s\nsession input: %v", d, session)
 	}
@@ -217,10 +219,10 @@ func TestBadInputs(t *testing.T) {
 		{false, "list_files", map[string]any{"path": "/"}, "path_escape", "path"},
 		{false, "list_files", map[string]any{"recursive": "yes"}, "bad_flag", "recursive"},
 		{false, "delete_file", map[string]any{"path": "a\x00b"}, "path_escape", "path"},
-		{false, "copy_from_session", map[string]any{"from_session": "chat", "path": "a"}, "bad_flag", "from_session"},
-		{false, "copy_from_session", map[string]any{"from_session": "u2:x", "path": "a"}, "bad_name", "from_session"},
-		{false, "copy_from_session", map[string]any{"from_session": "b", "path": "a", "to": "../../x"}, "path_escape", "to"},
-		{false, "copy_from_session", map[string]any{"path": "a"}, "bad_flag", "from_session"},
+		{true, "copy_from_session", map[string]any{"from_session": "chat", "path": "a"}, "bad_flag", "from_session"},
+		{true, "copy_from_session", map[string]any{"from_session": "u2:x", "path": "a"}, "bad_name", "from_session"},
+		{true, "copy_from_session", map[string]any{"from_session": "b", "path": "a", "to": "../../x"}, "path_escape", "to"},
+		{true, "copy_from_session", map[string]any{"path": "a"}, "bad_flag", "from_session"},
 		{true, "create_session", map[string]any{"session": ""}, "bad_flag", "session"},
 		{true, "stop_session", map[string]any{}, "bad_flag", "session"},
 	} {

@@ -154,10 +154,13 @@ func (h *handlers) register(s *mcp.Server) {
 	addTool(h, s, "write_file", "Write a file in the sandbox, atomically (parent folders are created).", schemaFor[fsproto.PutResult](), h.writeFile)
 	addTool(h, s, "list_files", "List a folder of the sandbox.", nil, h.listFiles)
 	addTool(h, s, "delete_file", "Delete a file, a symbolic link, or with recursive a folder, in the sandbox.", schemaFor[fsproto.RmResult](), h.deleteFile)
-	addTool(h, s, "copy_from_session", "Copy a file or folder from another session of the same scope into this sandbox.", nil, h.copyFromSession)
 	addTool(h, s, "reset", "Stop the sandbox: its processes end and the next call starts a fresh container; its files stay.",
 		schemaFor[ResetResult](), h.reset)
+	// The session tools exist only when the operator let the model choose
+	// sessions: a server fixed to one sandbox reaches no other (another
+	// session's workspace is that session's alone).
 	if h.cfg.Sessions {
+		addTool(h, s, "copy_from_session", "Copy a file or folder from another session of the same scope into this sandbox.", nil, h.copyFromSession)
 		addTool(h, s, "create_session", "Create a session (a sandbox with its own workspace) under the server's scope.",
 			schemaFor[SessionResult](), h.createSession)
 		addTool(h, s, "list_sessions", "List the sessions of the server's scope.", nil, h.listSessions)

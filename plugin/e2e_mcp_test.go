@@ -349,7 +349,7 @@ func TestMCPFixedSessionAndEngineDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tl := range tools.Tools {
-		if strings.Contains(tl.Name, "session") && tl.Name != "copy_from_session" {
+		if strings.Contains(tl.Name, "session") {
 			t.Errorf("tool %s without --sessions", tl.Name)
 		}
 	}
@@ -365,6 +365,35 @@ func TestMCPFixedSessionAndEngineDown(t *testing.T) {
 	if r.Code != 125 || r.Stdout != "" || !strings.Contains(r.Stderr, "scope") {
 		t.Errorf("mcp --scope ../%s: %s", s, r)
 	}
+}
+
+// TestMCPFixedSessionReachesNoOtherSession: a server started for one
+// session (no --sessions) cannot read another session's workspace nor make
+// a session exist: copy_from_session is not there, and no tool takes a
+// session (checked against a real sandbox holding a secret).
+func TestMCPFixedSessionReachesNoOtherSession(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	wantStdout(t, sb(t, "exec", "-s", s, "--session", "private", "-c", "echo TOP-SECRET > secret.txt; echo ok"), "ok\n")
+	cs := mcpServer(t, nil, nil, "--scope", s, "--session", "chat")
+	for _, tool := range []string{"copy_from_session", "create_session", "stop_session", "list_sessions"} {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool,
+			Arguments: map[string]any{"from_session": "private", "session": "made-by-model", "path": "secret.txt", "to": "got.txt"}}); err == nil {
+			t.Errorf("a server fixed to session chat has the tool %s", tool)
+		}
+	}
+	for tool, args := range map[string]map[string]any{
+		"read_file":   {"path": "secret.txt", "session": "private"},
+		"list_files":  {"path": ".", "session": "private"},
+		"run_command": {"command": "cat secret.txt", "session": "private"},
+	} {
+		mcpFail(t, cs, tool, args, "bad_flag", "session")
+	}
+	if r := sb(t, "ls", "-a", "--filter", "scope="+s, "--format", "json"); strings.Contains(r.Stdout, "made-by-model") {
+		t.Errorf("a server fixed to session chat made a session exist: %s", r.Stdout)
+	}
+	// What chat holds and can read is its own.
+	mcpFail(t, cs, "read_file", map[string]any{"path": "got.txt"}, "file_not_found", "")
 }
 
 // TestMCPKernel: run_code in python keeps its state between calls (the
