@@ -87,6 +87,60 @@ func TestModes(t *testing.T) {
 	}
 }
 
+// TestNotShared: an audit folder or file that someone else could read or
+// change (a shared audit_dir, a file planted with a loose mode, a day's
+// folder replaced by a link) is not written to, and what was planted stays
+// as it was.
+func TestNotShared(t *testing.T) {
+	rec := Record{Time: t0, Scope: "u1", Command: "exec", Code: "SECRET-CODE"}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string) string // returns a file that must not get the record
+	}{
+		{"audit folder writable by others", func(t *testing.T, dir string) string {
+			must(t, os.MkdirAll(dir, 0o700))
+			must(t, os.Chmod(dir, 0o777))
+			return filepath.Join(dir, "20261202", "u1.jsonl")
+		}},
+		{"file readable by others", func(t *testing.T, dir string) string {
+			must(t, os.MkdirAll(filepath.Join(dir, "20261202"), 0o700))
+			f := filepath.Join(dir, "20261202", "u1.jsonl")
+			must(t, os.WriteFile(f, nil, 0o600))
+			must(t, os.Chmod(f, 0o644))
+			return f
+		}},
+		{"day folder is a link", func(t *testing.T, dir string) string {
+			elsewhere := t.TempDir()
+			must(t, os.MkdirAll(dir, 0o700))
+			must(t, os.Symlink(elsewhere, filepath.Join(dir, "20261202")))
+			return filepath.Join(elsewhere, "u1.jsonl")
+		}},
+		{"day folder writable by others", func(t *testing.T, dir string) string {
+			must(t, os.MkdirAll(filepath.Join(dir, "20261202"), 0o700))
+			must(t, os.Chmod(filepath.Join(dir, "20261202"), 0o733))
+			return filepath.Join(dir, "20261202", "u1.jsonl")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "audit")
+			victim := tc.setup(t, dir)
+			if err := (&Writer{Dir: dir}).Append(rec); err == nil {
+				t.Errorf("the record was written")
+			}
+			if b, _ := os.ReadFile(victim); bytes.Contains(b, []byte("SECRET-CODE")) {
+				t.Errorf("%s holds the record", victim)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A name that is not a valid scope never becomes a path: nothing is made.
 func TestInvalidScopeMakesNothing(t *testing.T) {
 	dir := t.TempDir()

@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -26,4 +27,26 @@ func lockFile(f *os.File, wait time.Duration) func() {
 		}
 		time.Sleep(pause) // waiting for another writer's lock (not test synchronisation)
 	}
+}
+
+// private checks that fi (of path) is this user's and that no one else may
+// write it (and, for a file, read it): an audit folder or file that another
+// local user made or can change is not written to (they could read the
+// records, or swap a folder for a link between our check and our write).
+func private(path string, fi os.FileInfo, file bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	mask := os.FileMode(0o022)
+	if file {
+		mask = 0o077
+	}
+	if uid := os.Getuid(); int(st.Uid) != uid {
+		return fmt.Errorf("%s is owned by uid %d, not by this user (uid %d): not used", path, st.Uid, uid)
+	}
+	if fi.Mode().Perm()&mask != 0 {
+		return fmt.Errorf("%s has mode %04o: others may change it (want no %04o bits): not used", path, fi.Mode().Perm(), mask)
+	}
+	return nil
 }

@@ -92,6 +92,21 @@ func (w *Writer) Append(rec Record) error {
 	if err := os.MkdirAll(filepath.Dir(path), DirMode); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
+	// The audit folder and the day's folder: this user's, writable by no
+	// one else, and not links (checked from the top, so nothing below a
+	// checked folder can be swapped by another user).
+	for _, d := range []string{w.Dir, filepath.Dir(path)} {
+		fi, err := os.Lstat(d)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s is not a folder", d)
+		}
+		if err == nil {
+			err = private(d, fi, false)
+		}
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+	}
 	if err := appendLine(path, buf.Bytes()); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
@@ -126,6 +141,8 @@ func appendLine(path string, line []byte) error {
 		return err
 	} else if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", path)
+	} else if err := private(path, fi, true); err != nil {
+		return err
 	}
 	unlock := lockFile(f, lockWait)
 	n, err := f.Write(line)
