@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -362,4 +364,57 @@ func TestSSHShell(t *testing.T) {
 			t.Fatalf("shell over ssh: exit %d\n%s", code, out)
 		}
 	})
+}
+
+// TestSSHChannel: over an ssh:// context a warm exec goes through the
+// sandbox's exec channel, whose process reaches the engine through an ssh
+// process of its own (the docker CLI's connection helper: `ssh ... docker
+// system dial-stdio`); results are those of a plain exec. Its ssh killed,
+// the call that follows falls back to a plain exec and the channel process
+// exits by itself; after its idle time, its ssh death and rm, no process of
+// the channel's (it or its ssh) is left, nor the remote end of its session.
+func TestSSHChannel(t *testing.T) {
+	f := needSSH(t)
+	c := remoteCtx{host: f.uri, name: sshContextName, env: f.env, global: []string{"--context", sshContextName}}
+	port := f.uri[strings.LastIndexByte(f.uri, ':')+1:]
+	f.viaSSH(t, func() {
+		testRemoteChannel(t, c, func(t *testing.T, ps []proc) {
+			t.Helper()
+			if !strings.Contains(ps[0].args, " --host "+f.uri+" ") {
+				t.Fatalf("the channel process does not use %s: %s", f.uri, ps[0].args)
+			}
+			for _, p := range ps[1:] {
+				if p.comm == "ssh" && strings.Contains(p.args, port) && strings.Contains(p.args, "dial-stdio") {
+					return
+				}
+			}
+			t.Fatalf("the channel process has no ssh to %s (its processes: %+v)", f.uri, ps)
+		}, func(t *testing.T, ps []proc) {
+			killProcs(t, ps, "ssh")
+		})
+	})
+	// The remote ends of the channels' sessions went with them.
+	u, err := user.Lookup(f.user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 20*time.Second, func() error {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+			if err != nil || !regexp.MustCompile(`(?m)^Uid:\s+`+u.Uid+`\s`).Match(st) {
+				continue
+			}
+			if _, _, _, state, ok := procStat(atoi(e.Name())); ok && state != "Z" {
+				cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+				return fmt.Errorf("a process of the ssh user runs: %d %q", atoi(e.Name()), cmdline)
+			}
+		}
+		return nil
+	})
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

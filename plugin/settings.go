@@ -117,12 +117,25 @@ func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 }
 
 // execChannel is the client of the sandboxes' exec channels on the CLI's
-// engine, or nil where there is none: an endpoint other than a local
-// socket or a plain tcp:// one (the channel process connects with the
-// endpoint's address alone), or no private socket directory.
+// engine, or nil where there is none: no private socket directory, or an
+// endpoint the channel process could not reach as this CLI does. Local
+// sockets (unix://), plain tcp:// and ssh:// (the channel process dials it
+// through the docker CLI's ssh connection helper, with the environment this
+// process has) get one; a TLS endpoint does not: its keys (the context's
+// TLS store, DOCKER_CERT_PATH) would have to go to a detached process that
+// lives on after the call, and an error there could only ever show as a
+// slower call.
 func execChannel(dockerCli command.Cli) *channel.Client {
 	ep := dockerCli.DockerEndpoint()
-	if ep.TLSData != nil || !(strings.HasPrefix(ep.Host, "unix://") || strings.HasPrefix(ep.Host, "tcp://")) {
+	switch {
+	case ep.TLSData != nil:
+		return nil
+	case strings.HasPrefix(ep.Host, "tcp://"):
+		if ep.SkipTLSVerify { // --tls without keys: TLS all the same
+			return nil
+		}
+	case strings.HasPrefix(ep.Host, "unix://"), strings.HasPrefix(ep.Host, "ssh://"):
+	default:
 		return nil
 	}
 	dir, err := channel.Dir("")

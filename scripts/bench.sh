@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks of docker sandbox against the plain docker commands it stands for:
 #
-#   scripts/bench.sh [--n N] [--json FILE] [--audit] [--ssh]
+#   scripts/bench.sh [--n N] [--json FILE] [--audit] [--ssh] [--tcp] [--remote-only]
 #
 #   1. warm exec: `docker sandbox exec -s bench-warm -c true` (through the docker
 #      CLI) and `bin/docker-sandbox exec ...` (standalone) vs `docker exec -i` into
@@ -24,9 +24,14 @@
 #      -timeout 60m -run '^$' ./plugin/ (also for scripts/bench-cp.sh).
 #   5. with --ssh: warm exec over ssh (the tests' ssh fixture, scripts/ssh-fixture.sh:
 #      Debian's sshd on a loopback port reaching this engine): `docker -H ssh://...
-#      sandbox exec` and `DOCKER_HOST=ssh://... bin/docker-sandbox exec` vs `docker -H
-#      ssh://... exec -i` into the same container; N as in 1. No target (issue 11's
-#      persistent channel aims at <= 0.5x). Needs root and openssh-server.
+#      sandbox exec` and `DOCKER_HOST=ssh://... bin/docker-sandbox exec` (through the
+#      sandbox's exec channel, whose process keeps its own ssh connection) vs `docker -H
+#      ssh://... exec -i` into the same container, and the same call with the channel
+#      off (DOCKER_SANDBOX_EXEC_CHANNEL=false) for comparison; N as in 1. Target
+#      <= 0.5x. Needs root and openssh-server.
+#      With --tcp: the same over a plain tcp:// endpoint, a loopback TCP proxy to the
+#      engine's socket (socat on 127.0.0.1, stopped on exit). Target <= 0.5x.
+#      --remote-only runs only these (with --ssh and/or --tcp).
 #   6. a warm `exec --kernel` call vs a warm plain exec of the same python code
 #      (no interpreter starts); N as in 1. Target <= 0.9x.
 #   7. the audit trail: warm exec with auditing on (the default) vs off
@@ -55,17 +60,21 @@ cd "$(dirname "$0")/.."
 LOG_PREFIX="bench"
 
 usage() {
-	sed -n '2,49s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,54s/^# \{0,1\}//p' "$0" >&2
 	exit "${1:-2}"
 }
 
 N=""
 JSON_OUT=""
 SSH_BENCH=""
+TCP_BENCH=""
+REMOTE_ONLY=""
 AUDIT_ONLY=""
 while (($# > 0)); do
 	case "$1" in
 	--ssh) SSH_BENCH=1; shift ;;
+	--tcp) TCP_BENCH=1; shift ;;
+	--remote-only) REMOTE_ONLY=1; shift ;;
 	--n)
 		(($# >= 2)) || usage 2
 		N="$2"
@@ -83,6 +92,9 @@ while (($# > 0)); do
 	*) log "unknown argument: $1"; usage 2 ;;
 	esac
 done
+if [[ -n "$REMOTE_ONLY" && -z "$SSH_BENCH$TCP_BENCH" ]]; then
+	die "--remote-only needs --ssh or --tcp"
+fi
 if [[ -n "$N" ]] && ! [[ "$N" =~ ^[1-9][0-9]*$ ]]; then
 	die "--n needs a positive integer, not '$N'"
 fi
@@ -103,6 +115,7 @@ RUN_ID="bench-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
 WORK=""
 PRIVATE_CONFIG=""
 BENCH_PID=""
+TCP_PROXY_PID=""
 WARM_SCOPE="bench-warm"
 FIRST_PREFIX="bench-first-"
 FIRST_RUNC_PREFIX="bench-first-runc-"
@@ -158,6 +171,7 @@ cleanup() {
 		sweep
 	fi
 	[[ -z "$SSH_BENCH" ]] || ssh_fixture_stop
+	tcp_proxy_stop
 	[[ -z "$PRIVATE_CONFIG" ]] || rm -rf "$PRIVATE_CONFIG"
 	[[ -z "$WORK" ]] || rm -rf "$WORK"
 	if ((rc == 130 || rc == 143)); then
@@ -167,6 +181,44 @@ cleanup() {
 	fi
 	exit "$rc"
 }
+# tcp_proxy_start: a loopback TCP proxy to the engine's socket (socat, a
+# process per connection) on the first free port from 23790; sets TCP_URI.
+tcp_proxy_start() {
+	local sock=/var/run/docker.sock port i
+	[[ "${DOCKER_HOST:-unix://}" == unix://* ]] || die "--tcp forwards to the local engine's socket; DOCKER_HOST=$DOCKER_HOST is not one"
+	[[ -z "${DOCKER_HOST:-}" ]] || sock="${DOCKER_HOST#unix://}"
+	command -v socat >/dev/null || die "--tcp needs socat"
+	for ((port = 23790; port < 23830; port++)); do
+		# -t 3600: a client's half-close (an exec's stdin ending) must not end
+		# the connection 0.5 s later, socat's default; the engine's own TCP
+		# listener keeps the other half open.
+		socat -t 3600 "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock" 2>/dev/null &
+		TCP_PROXY_PID=$!
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$TCP_PROXY_PID" 2>/dev/null || break
+			if docker -H "tcp://127.0.0.1:$port" version >/dev/null 2>&1 && kill -0 "$TCP_PROXY_PID" 2>/dev/null; then
+				TCP_URI="tcp://127.0.0.1:$port"
+				return 0
+			fi
+			sleep 0.1
+		done
+		tcp_proxy_stop
+	done
+	die "no free port for the tcp proxy in 23790-23829 on 127.0.0.1"
+}
+
+# tcp_proxy_stop: stops the proxy and its connections' processes, by id.
+tcp_proxy_stop() {
+	local kids
+	[[ -n "$TCP_PROXY_PID" ]] || return 0
+	kids="$(ps -o pid= --ppid "$TCP_PROXY_PID" 2>/dev/null | tr -d ' ' || true)"
+	kill "$TCP_PROXY_PID" 2>/dev/null || true
+	# shellcheck disable=SC2086 # one pid a word
+	[[ -z "$kids" ]] || kill $kids 2>/dev/null || true
+	wait "$TCP_PROXY_PID" 2>/dev/null || true
+	TCP_PROXY_PID=""
+}
+
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -241,6 +293,7 @@ if [[ -z "$RUNSC" ]]; then
 		awk '$2 ~ /(^|\/)runsc$/ && !/--network=host/ { print $1; exit }' || true)"
 fi
 RUNSC_ARGS=()
+[[ -z "$REMOTE_ONLY$AUDIT_ONLY" ]] || RUNSC=none # rows that do not run
 [[ "$RUNSC" != none ]] || RUNSC="" # DOCKER_SANDBOX_BENCH_RUNSC=none: no runsc rows
 if [[ -n "$RUNSC" ]]; then
 	log "gVisor runtime: $RUNSC; creating the scope $WARM_RUNSC_SCOPE"
@@ -270,8 +323,25 @@ if [[ -n "$SSH_BENCH" ]]; then
 	SSH_ARGS=(
 		-group "warm exec over ssh" -n "$N_WARM" -warmup "$WARMUP_WARM"
 		-anchor "docker -H ssh:// exec -i" -cmd "$(q docker -H "$SSH_URI" exec -i "$WARM_CONTAINER" true)"
-		-case "warm exec over ssh (docker CLI)" -cmd "$(q docker -H "$SSH_URI" sandbox exec -s "$WARM_SCOPE" -c true)"
-		-case "warm exec over ssh (standalone)" -cmd "$(q env DOCKER_HOST="$SSH_URI" "$STANDALONE" exec -s "$WARM_SCOPE" -c true)"
+		-case "warm exec over ssh (docker CLI)" -cmd "$(q docker -H "$SSH_URI" sandbox exec -s "$WARM_SCOPE" -c true)" -target 0.5
+		-case "warm exec over ssh (standalone)" -cmd "$(q env DOCKER_HOST="$SSH_URI" "$STANDALONE" exec -s "$WARM_SCOPE" -c true)" -target 0.5
+		-case "warm exec over ssh, no channel (docker CLI)" -cmd "$(q env DOCKER_SANDBOX_EXEC_CHANNEL=false docker -H "$SSH_URI" sandbox exec -s "$WARM_SCOPE" -c true)"
+	)
+fi
+
+# 7. Over a plain tcp:// endpoint (--tcp): a loopback proxy to the socket.
+TCP_ARGS=()
+if [[ -n "$TCP_BENCH" ]]; then
+	TCP_URI=""
+	tcp_proxy_start
+	log "tcp endpoint: $TCP_URI (socat, pid $TCP_PROXY_PID)"
+	docker -H "$TCP_URI" exec -i "$WARM_CONTAINER" true </dev/null || die "docker -H $TCP_URI exec failed"
+	TCP_ARGS=(
+		-group "warm exec over tcp" -n "$N_WARM" -warmup "$WARMUP_WARM"
+		-anchor "docker -H tcp:// exec -i" -cmd "$(q docker -H "$TCP_URI" exec -i "$WARM_CONTAINER" true)"
+		-case "warm exec over tcp (docker CLI)" -cmd "$(q docker -H "$TCP_URI" sandbox exec -s "$WARM_SCOPE" -c true)" -target 0.5
+		-case "warm exec over tcp (standalone)" -cmd "$(q env DOCKER_HOST="$TCP_URI" "$STANDALONE" exec -s "$WARM_SCOPE" -c true)" -target 0.5
+		-case "warm exec over tcp, no channel (docker CLI)" -cmd "$(q env DOCKER_SANDBOX_EXEC_CHANNEL=false docker -H "$TCP_URI" sandbox exec -s "$WARM_SCOPE" -c true)"
 	)
 fi
 
@@ -280,8 +350,12 @@ AUDIT_ARGS=(
 	-anchor "warm exec, audit off" -cmd "$(q env DOCKER_SANDBOX_AUDIT=false docker sandbox exec -s "$WARM_SCOPE" -c true)"
 	-case "warm exec, audit on" -cmd "$(q env DOCKER_SANDBOX_AUDIT=true docker sandbox exec -s "$WARM_SCOPE" -c true)" -target 1.03
 )
-if [[ -n "$AUDIT_ONLY" ]]; then
-	"$WORK/bench" "${JSON_ARGS[@]}" "${AUDIT_ARGS[@]}" &
+if [[ -n "$AUDIT_ONLY$REMOTE_ONLY" ]]; then
+	if [[ -n "$REMOTE_ONLY" ]]; then
+		"$WORK/bench" "${JSON_ARGS[@]}" "${SSH_ARGS[@]}" "${TCP_ARGS[@]}" &
+	else
+		"$WORK/bench" "${JSON_ARGS[@]}" "${AUDIT_ARGS[@]}" &
+	fi
 	BENCH_PID=$!
 	rc=0
 	wait "$BENCH_PID" || rc=$?
@@ -312,7 +386,7 @@ fi
 	-anchor "warm exec, python" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" --lang python -c 'print(1)')" \
 	-case "warm exec --kernel, python" -cmd "$(q docker sandbox exec -s "$WARM_SCOPE" --lang python --kernel -c 'print(1)')" -target 0.9 \
 	"${AUDIT_ARGS[@]}" \
-	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" &
+	"${RUNSC_ARGS[@]}" "${SSH_ARGS[@]}" "${TCP_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
 wait "$BENCH_PID" || rc=$?

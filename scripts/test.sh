@@ -162,8 +162,60 @@ restore_daemon_json() {
 	rm -f "$f.docker-sandbox-runsc-backup" "$f.docker-sandbox-runsc-undo" "$f.docker-sandbox-runsc-owner"
 }
 
+# The tcp fixture of TestTCP* (plugin/e2e_tcp_test.go): a loopback TCP
+# proxy to the engine's socket (socat, one process per connection), for a
+# plain tcp:// context. It gives whoever reaches 127.0.0.1:PORT the engine,
+# as the socket does its group: only while those tests run.
+TCP_FIXTURE_PID=""
+tcp_fixture_start() {
+	local sock=/var/run/docker.sock port i out=""
+	if [[ -n "${DOCKER_HOST:-}" ]]; then
+		[[ "$DOCKER_HOST" == unix://* ]] ||
+			die "the tcp fixture forwards to the local engine's socket; DOCKER_HOST=$DOCKER_HOST is not one"
+		sock="${DOCKER_HOST#unix://}"
+	fi
+	[[ -S "$sock" ]] || die "the tcp fixture: no engine socket at $sock"
+	for ((port = 23750; port < 23790; port++)); do
+		# -t 3600: a client's half-close (an exec's stdin ending) must not end
+		# the connection 0.5 s later, socat's default; the engine's own TCP
+		# listener keeps the other half open.
+		socat -t 3600 "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock" 2>/dev/null &
+		TCP_FIXTURE_PID=$!
+		for ((i = 0; i < 50; i++)); do
+			kill -0 "$TCP_FIXTURE_PID" 2>/dev/null || break
+			# Ours only when it still runs once answered (a port in use
+			# makes it exit).
+			if out="$(docker -H "tcp://127.0.0.1:$port" version --format '{{.Server.Version}}' 2>/dev/null)" &&
+				kill -0 "$TCP_FIXTURE_PID" 2>/dev/null; then
+				export DOCKER_SANDBOX_TEST_TCP="tcp://127.0.0.1:$port"
+				log "tcp proxy on 127.0.0.1:$port (socat, pid $TCP_FIXTURE_PID, engine $out): DOCKER_SANDBOX_TEST_TCP=$DOCKER_SANDBOX_TEST_TCP"
+				return 0
+			fi
+			sleep 0.1
+		done
+		tcp_fixture_stop
+	done
+	die "the tcp fixture: no free port in 23750-23789 on 127.0.0.1"
+}
+
+# tcp_fixture_stop: stops the proxy and its connections' processes (its
+# children, by id); safe to call at any time, also twice.
+tcp_fixture_stop() {
+	local kids
+	if [[ -n "$TCP_FIXTURE_PID" ]]; then
+		kids="$(ps -o pid= --ppid "$TCP_FIXTURE_PID" 2>/dev/null | tr -d ' ' || true)"
+		kill "$TCP_FIXTURE_PID" 2>/dev/null || true
+		# shellcheck disable=SC2086 # one pid a word
+		[[ -z "$kids" ]] || kill $kids 2>/dev/null || true
+		wait "$TCP_FIXTURE_PID" 2>/dev/null || true
+		TCP_FIXTURE_PID=""
+	fi
+	unset DOCKER_SANDBOX_TEST_TCP
+}
+
 cleanup() {
 	ssh_fixture_stop
+	tcp_fixture_stop
 	rootless_fixture_stop
 	podman_fixture_stop || true
 	if [[ -n "$RUN_ID" ]]; then
@@ -262,6 +314,9 @@ ARM64_E2E=""
 if tests_selected TestArm64 plugin/e2e_foreignarch_test.go "$@"; then ARM64_E2E=1; fi
 PODMAN_TESTS=""
 if tests_selected TestPodman plugin/e2e_podman_test.go "$@"; then PODMAN_TESTS=1; fi
+TCP_TESTS=""
+if tests_selected TestTCP plugin/e2e_tcp_test.go "$@"; then TCP_TESTS=1; fi
+
 
 tools() {
 	need_cmd socat socat
@@ -593,6 +648,9 @@ phase images build_images
 if [[ -n "$SSH_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase sshd ssh_fixture_start "$RUN_ID"
 fi
+if [[ -n "$TCP_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
+	phase "tcp proxy" tcp_fixture_start
+fi
 if [[ -n "$ROOTLESS_TESTS" && "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" != 1 && "${DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY:-}" != 1 ]]; then
 	phase rootless rootless_fixture_start "$RUN_ID"
 fi
@@ -619,6 +677,7 @@ if [[ "${DOCKER_SANDBOX_RUNSC_PASS_ONLY:-}" == 1 ]]; then
 fi
 phase "go test" run_go_test "$@"
 ssh_fixture_stop
+tcp_fixture_stop
 rootless_fixture_stop
 if ! podman_fixture_stop; then
 	N_FAIL=$((N_FAIL + 1))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/client"
+
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
 
@@ -126,6 +128,35 @@ func TestStatusScan(t *testing.T) {
 		}
 		if !s.seen {
 			t.Fatalf("split %d: Status not seen", split)
+		}
+	}
+}
+
+// The channel process reaches the engine as the docker CLI does: an ssh://
+// host through the CLI's connection helper (a dummy HTTP host, the
+// dialer running ssh), any other host as it is.
+func TestClientOpts(t *testing.T) {
+	for _, c := range []struct{ host, want string }{
+		{"unix:///var/run/docker.sock", "unix:///var/run/docker.sock"},
+		{"tcp://127.0.0.1:2375", "tcp://127.0.0.1:2375"},
+		{"ssh://me@127.0.0.1:2222", "http://docker.example.com"},
+		{"ssh://me@host/run/user/1000/docker.sock", "http://docker.example.com"},
+	} {
+		opts, err := clientOpts(c.host)
+		if err != nil {
+			t.Fatalf("%s: %v", c.host, err)
+		}
+		cl, err := client.NewClientWithOpts(opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.host, err)
+		}
+		if got := cl.DaemonHost(); got != c.want {
+			t.Errorf("%s: the client's host is %s, want %s", c.host, got, c.want)
+		}
+	}
+	for _, bad := range []string{"ssh://", "ssh://me:password@host", "ssh://host?x=y"} {
+		if _, err := clientOpts(bad); err == nil {
+			t.Errorf("%s was accepted", bad)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/cli/cli/connhelper"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
@@ -44,7 +46,11 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil || *host == "" || *ctr == "" || *sock == "" {
 		return 2
 	}
-	cl, err := client.NewClientWithOpts(client.WithHost(*host), client.WithAPIVersionNegotiation())
+	opts, err := clientOpts(*host)
+	if err != nil {
+		return 1
+	}
+	cl, err := client.NewClientWithOpts(opts...)
 	if err != nil {
 		return 1
 	}
@@ -56,6 +62,35 @@ func Main(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// clientOpts are the engine client's options for host, built as the docker
+// CLI builds them (cli/context/docker.Endpoint.ClientOpts), so that the
+// channel reaches the engine the calling CLI reaches: an ssh:// host goes
+// through the CLI's connection helper (`ssh -T ... docker system
+// dial-stdio`, with the CLI's ssh flags: it passes none of its own; the ssh
+// configuration, agent and PATH come with the environment the calling
+// plugin gave this process), any other host is dialled as it is. TLS tcp://
+// hosts never get here (plugin/settings.go starts no channel for them).
+//
+// Each connection over ssh is an ssh process of this one's (commandconn),
+// in its own session, killed with SIGKILL when this process dies
+// (PR_SET_PDEATHSIG): none outlives the channel.
+func clientOpts(host string) ([]client.Opt, error) {
+	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	helper, err := connhelper.GetConnectionHelper(host)
+	if err != nil {
+		return nil, err
+	}
+	if helper == nil {
+		return append(opts, client.WithHost(host)), nil
+	}
+	return append(opts,
+		// No TLS and no proxy, as the CLI's own client.
+		client.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: helper.Dialer}}),
+		client.WithHost(helper.Host),
+		client.WithDialContext(helper.Dialer),
+	), nil
 }
 
 // Serve opens the channel of ctr and serves calls on sock until it has
@@ -74,6 +109,12 @@ func Serve(ctx context.Context, e Engine, ctr, sock string, idle time.Duration) 
 		return err
 	}
 	defer hj.Close()
+	// The channel needs only its attached exec: drop the client's idle
+	// connections (over ssh, the ssh process of the version check and the
+	// exec's creation).
+	if c, ok := e.(io.Closer); ok {
+		_ = c.Close()
+	}
 
 	_ = os.Remove(sock) // stale: its process is gone (we hold the lock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
