@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -170,5 +171,56 @@ func TestCreateSeederRemovalFails(t *testing.T) {
 	}
 	if !f.volumes["helper-vol-amd64"] {
 		t.Errorf("the shared helper volume should stay")
+	}
+}
+
+// recChannel is an exec channel with no channel process: Has is false,
+// and each Dial (which would start one) is recorded among the engine's
+// calls.
+type recChannel struct{ f *fakeEngine }
+
+func (r recChannel) Has(string) bool  { return false }
+func (r recChannel) Busy(string) bool { return false }
+func (r recChannel) Dial(ctx context.Context, name string) net.Conn {
+	r.f.call("ChannelStart " + name)
+	return nil
+}
+
+// Without a channel process, a run starts one only where its container is
+// there: once the engine attached the plain exec of a sandbox that existed,
+// after the first run of one this call created (never for a container
+// that does not exist yet, nor while the engine starts the first run's
+// exec); a kernel call or one under another runtime starts none.
+func TestRunStartsChannel(t *testing.T) {
+	quiet := Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10}
+	for _, tc := range []struct {
+		name   string
+		exists bool
+		kernel bool
+		want   []string
+	}{
+		{"new sandbox", false, false, []string{"ExecCreate", "CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
+		{"existing sandbox", true, false, []string{"ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
+		{"kernel call", true, true, []string{"ExecCreate", "ExecAttach"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.helper = okHelper
+			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0", Channel: recChannel{f}}
+			spec := testSpec()
+			if tc.exists {
+				f.containers[spec.ContainerName()], f.running[spec.ContainerName()] = nil, true
+			}
+			req := quiet
+			if tc.kernel {
+				req.Lang, req.Kernel = languages["python"], true
+			}
+			if _, err := m.Run(context.Background(), spec, req); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, settledCalls(t, f.calls)); d != "" {
+				t.Errorf("calls (-want +got):\n%s", d)
+			}
+		})
 	}
 }
