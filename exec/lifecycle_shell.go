@@ -20,7 +20,7 @@ var errNotRunningYet = errors.New("container is not running")
 // look-alike) is an error, and is neither started nor used.
 func (m *Manager) Ensure(ctx context.Context, spec Spec) (string, Result, error) {
 	var id string
-	res, err := m.withContainer(ctx, &spec, func(name string, _ bool) (bool, error) {
+	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		c, err := m.Engine.ContainerInspect(ctx, name)
 		if err != nil {
 			return false, err

@@ -138,21 +138,15 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	req.otherRuntime, req.runtime = spec.Runtime != "", spec.Runtime
 	var st wire.RunStatus
 	sandboxLost := false
-	res, err := m.withContainer(ctx, &spec, func(name string, fresh bool) (bool, error) {
+	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
-		var err error
-		viaChannel := false
-		if !fresh {
-			err, viaChannel = m.runChannel(ctx, name, spec, req, token, &st)
-		}
+		err, viaChannel := m.runChannel(ctx, name, spec, req, token, &st)
 		if !viaChannel {
 			_, err = helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
 				Session: func(execID string, hj types.HijackedResponse) (err error) {
-					if !fresh {
-						// The container is there: a channel for the
-						// calls that follow (runChannel found none).
-						m.startChannel(ctx, name, req)
-					}
+					// The container is there: a channel for the calls
+					// that follow (runChannel found none).
+					m.startChannel(ctx, name, req)
 					st, err = m.session(ctx, name, execID, hj, token, req, false)
 					return err
 				}})
@@ -188,12 +182,7 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	if err != nil {
 		return res, err
 	}
-	if res.Created && !sandboxLost {
-		// This call's new sandbox: its channel, for the calls that
-		// follow, once the first run is done (not while the engine
-		// starts that run's exec).
-		m.startChannel(ctx, spec.ContainerName(), req)
-	}
+
 	switch st.ErrorCode {
 	case wire.ErrSpecMismatch:
 		return res, core.Errorf(core.CodeSandboxMismatch,
@@ -213,18 +202,13 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 // not about the container's existence), creating the sandbox when it does
 // not exist and starting it when it is not running. An error from try after
 // it started is returned as is.
-//
-// fresh tells try that this call has just created and started the
-// container (a new sandbox).
-func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name string, fresh bool) (started bool, err error)) (Result, error) {
+func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name string) (started bool, err error)) (Result, error) {
 	var res Result
 	name := spec.ContainerName()
 	deadline := time.Now().Add(maxCreateWait)
 	backoff := 20 * time.Millisecond
-	justCreated := false
 	for {
-		started, err := try(name, justCreated)
-		justCreated = false
+		started, err := try(name)
 		if started || err == nil {
 			return res, err
 		}
@@ -244,7 +228,6 @@ func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name s
 				res.Container = shortID(id)
 				res.CreatedID = id
 				if time.Now().Before(deadline) {
-					justCreated = true
 					continue // this call created and started it: try at once
 				}
 			}
@@ -290,7 +273,7 @@ func (m *Manager) HelperExec(ctx context.Context, spec Spec, rr RawRequest) (int
 		// The file server first checks that the container is this sandbox.
 		cmd = append([]string{core.HelperPath}, wire.FSArgs{Target: spec.Target.String(), Args: rr.Args[1:]}.Argv()...)
 	}
-	res, err := m.withContainer(ctx, &spec, func(name string, _ bool) (bool, error) {
+	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		stdout := rr.Stdout
 		var pre *preambleWriter
 		if rr.Args[0] == wire.VerbFS {
@@ -397,9 +380,9 @@ var errChannelFailed = errors.New("the exec channel failed before the run starte
 //
 // Only a channel process that is there already is dialled: without one
 // (none yet, or its container is not there), the plain exec's Session
-// starts one once the engine has attached the exec (startChannel), and a
-// call that creates the sandbox after its first run; a channel process
-// started for a container that does not exist yet would fail at once.
+// starts one once the engine has attached the exec (startChannel): a
+// channel process started for a container that does not exist yet, as
+// on a call that creates the sandbox, would fail at once.
 func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Request, token string, st *wire.RunStatus) (err error, viaChannel bool) {
 	if !m.channelFor(req) || !m.Channel.Has(name) {
 		return nil, false

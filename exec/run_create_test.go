@@ -187,10 +187,8 @@ func (r recChannel) Dial(ctx context.Context, name string) net.Conn {
 }
 
 // Without a channel process, a run starts one only where its container is
-// there: once the engine attached the plain exec of a sandbox that existed,
-// after the first run of one this call created (never for a container
-// that does not exist yet, nor while the engine starts the first run's
-// exec); a kernel call or one under another runtime starts none.
+// there: once the engine attached the plain exec (never for a container
+// that does not exist yet); a kernel call starts none.
 func TestRunStartsChannel(t *testing.T) {
 	quiet := Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10}
 	for _, tc := range []struct {
