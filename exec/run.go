@@ -182,7 +182,6 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	if err != nil {
 		return res, err
 	}
-
 	switch st.ErrorCode {
 	case wire.ErrSpecMismatch:
 		return res, core.Errorf(core.CodeSandboxMismatch,
