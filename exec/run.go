@@ -144,6 +144,9 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 		if !viaChannel {
 			_, err = helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
 				Session: func(execID string, hj types.HijackedResponse) (err error) {
+					// The container is there: a channel for the calls
+					// that follow (runChannel found none).
+					m.startChannel(ctx, name, req)
 					st, err = m.session(ctx, name, execID, hj, token, req, false)
 					return err
 				}})
@@ -223,6 +226,9 @@ func (m *Manager) withContainer(ctx context.Context, spec *Spec, try func(name s
 				res.Created = true
 				res.Container = shortID(id)
 				res.CreatedID = id
+				if time.Now().Before(deadline) {
+					continue // this call created and started it: try at once
+				}
 			}
 		case isNotRunning(err):
 			// Created but not started yet, or expiring: start it, or wait
@@ -370,8 +376,14 @@ var errChannelFailed = errors.New("the exec channel failed before the run starte
 // needs statusCheck, which asks the engine about the run's own exec; not
 // for kernel calls). viaChannel=false: the call makes a plain exec (nothing
 // ran through the channel).
+//
+// Only a channel process that is there already is dialled: without one
+// (none yet, or its container is not there), the plain exec's Session
+// starts one once the engine has attached the exec (startChannel): a
+// channel process started for a container that does not exist yet, as
+// on a call that creates the sandbox, would fail at once.
 func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Request, token string, st *wire.RunStatus) (err error, viaChannel bool) {
-	if m.Channel == nil || req.otherRuntime || req.Kernel {
+	if !m.channelFor(req) || !m.Channel.Has(name) {
 		return nil, false
 	}
 	conn := m.Channel.Dial(ctx, name)
@@ -390,6 +402,25 @@ func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Re
 	}
 	*st = s
 	return err, true
+}
+
+// channelFor reports whether req may run through an exec channel (runc
+// only: under another runtime a run's stream needs statusCheck, which asks
+// the engine about the run's own exec; not for kernel calls).
+func (m *Manager) channelFor(req Request) bool {
+	return m.Channel != nil && !req.otherRuntime && !req.Kernel
+}
+
+// startChannel starts the channel process of the container for the calls
+// that follow, when req's kind of run may use one and there is none
+// (Dial starts it; a channel that answers meanwhile is left alone).
+func (m *Manager) startChannel(ctx context.Context, name string, req Request) {
+	if !m.channelFor(req) || m.Channel.Has(name) {
+		return
+	}
+	if conn := m.Channel.Dial(ctx, name); conn != nil {
+		conn.Close()
+	}
 }
 
 // session feeds the attached exec code and stdin, and decodes the helper's
@@ -733,17 +764,19 @@ func (m *Manager) create(ctx context.Context, spec *Spec) (id string, fresh []st
 }
 
 func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]string) (string, error) {
-	if err := m.checkLimit(ctx); err != nil {
-		return "", err
+	vols := uniq(spec.UserVolume(), spec.WorkspaceVolume())
+	pre := m.preflight(ctx, spec.Image, vols)
+	if pre.limitErr != nil {
+		return "", pre.limitErr
 	}
-	info, err := m.Engine.Info(ctx)
+	info, err := pre.info, pre.infoErr
 	if err != nil {
 		return "", core.EngineError(err, "cannot read the engine's runtimes")
 	}
 	if err := CheckEngineLimits(info, "sandbox", spec.CPUs > 0); err != nil {
 		return "", err
 	}
-	if spec.Podman, err = m.engineIsPodman(ctx); err != nil {
+	if spec.Podman, err = pre.podman, pre.podmanErr; err != nil {
 		return "", err
 	}
 	if spec.Podman {
@@ -761,9 +794,15 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 				spec.Runtime, strings.Join(sortedStrings(have), ", "))
 		}
 	}
-	img, err := m.Images.EnsureImage(ctx, spec.Image)
-	if err != nil {
-		return "", err
+	img := pre.img
+	if pre.imgErr != nil {
+		// Not on the engine (or the inspect failed): EnsureImage builds,
+		// pulls or tells, only now that every check passed; the volumes
+		// are looked at again after it, as it can take a while.
+		if img, err = m.Images.EnsureImage(ctx, spec.Image); err != nil {
+			return "", err
+		}
+		pre.vols = nil
 	}
 	if err := CheckImage(spec.Image, img); err != nil {
 		return "", err
@@ -782,9 +821,15 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	spec.HelperVolume = helperVol
 
 	// Which volumes are new: those are removed again if creation fails.
+	if pre.vols == nil {
+		pre.vols = make([]error, len(vols))
+		for i, v := range vols {
+			_, pre.vols[i] = m.Engine.VolumeInspect(ctx, v)
+		}
+	}
 	var fresh []string
-	for _, v := range uniq(spec.UserVolume(), spec.WorkspaceVolume()) {
-		if _, err := m.Engine.VolumeInspect(ctx, v); isNotFound(err) {
+	for i, v := range vols {
+		if err := pre.vols[i]; isNotFound(err) {
 			fresh = append(fresh, v)
 		} else if err != nil {
 			return "", core.EngineError(err, "cannot inspect volume "+v)
@@ -797,10 +842,30 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 			_ = m.Engine.VolumeRemove(bg, v, false)
 		}
 	}
-	if err := m.seed(ctx, *spec, helperRef); err != nil {
+	seeded, err := m.seed(ctx, *spec, helperRef)
+	if err != nil {
 		cleanup()
 		return "", err
 	}
+	// The seeder's removal runs while the sandbox is created and started;
+	// a failed removal undoes both, as when it came first (settle).
+	id, err := m.createSandbox(ctx, spec, cleanup)
+	if serr := seeded(); serr != nil {
+		if id != "" {
+			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true})
+		}
+		if err == nil {
+			cleanup() // createSandbox's failures cleaned up already
+		}
+		return "", serr
+	}
+	return id, err
+}
+
+// createSandbox creates and starts the sandbox container (the volumes are
+// seeded); cleanup removes the fresh volumes. It returns "" when another
+// call created the container first.
+func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func()) (string, error) {
 	cfg, hc := spec.ContainerConfig()
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, spec.ContainerName())
 	if err != nil {
@@ -834,6 +899,48 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 	return resp.ID, nil
 }
 
+// createChecks are the engine's answers a create needs before it makes
+// anything: all reads, asked at once (createInner looks at them in the
+// order it always did, so the first failing check still decides the error).
+type createChecks struct {
+	limitErr  error // checkLimit
+	info      system.Info
+	infoErr   error
+	podman    bool
+	podmanErr error
+	// img is the image's inspect; imgErr set (not found, or any error):
+	// createInner asks Images.EnsureImage, in order, instead.
+	img    image.InspectResponse
+	imgErr error
+	// vols are the VolumeInspect errors of the target's volumes (nil:
+	// exists); a nil slice: ask again.
+	vols []error
+}
+
+// preflight asks the engine, concurrently, what createInner checks before
+// it creates anything: the live sandbox count, the engine's info and
+// version, the image and the target's volumes.
+func (m *Manager) preflight(ctx context.Context, ref string, vols []string) *createChecks {
+	c := &createChecks{vols: make([]error, len(vols))}
+	var wg sync.WaitGroup
+	do := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	do(func() { c.limitErr = m.checkLimit(ctx) })
+	do(func() { c.info, c.infoErr = m.Engine.Info(ctx) })
+	do(func() { c.podman, c.podmanErr = m.engineIsPodman(ctx) })
+	do(func() { c.img, c.imgErr = m.Engine.ImageInspect(ctx, ref) })
+	for i, v := range vols {
+		do(func() { _, c.vols[i] = m.Engine.VolumeInspect(ctx, v) })
+	}
+	wg.Wait()
+	return c
+}
+
 // seed creates the target's volumes (and the helper volume) through a
 // container of the helper image that is created and removed, never started:
 // the engine fills new, empty volumes from the image, with owner 65532.
@@ -841,7 +948,12 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 // ignores the mounts' volume labels: there the volumes are created with
 // their labels first, and the seeder is started (the helper without a
 // command exits at once) and waited for.
-func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
+//
+// The volumes exist and are filled once the seeder is created: its removal
+// goes on in the background, and settle waits for it (its error is the
+// seeder's removal's). The caller calls settle before it returns, whatever
+// happens.
+func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) (settle func() error, err error) {
 	cfg := &container.Config{
 		Image:      helperRef,
 		Entrypoint: []string{core.HelperPath},
@@ -855,27 +967,37 @@ func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) error {
 			if _, err := m.Engine.VolumeInspect(ctx, mt.Source); err == nil {
 				continue
 			} else if !isNotFound(err) {
-				return core.EngineError(err, "cannot inspect volume "+mt.Source)
+				return nil, core.EngineError(err, "cannot inspect volume "+mt.Source)
 			}
 			if _, err := m.Engine.VolumeCreate(ctx, volume.CreateOptions{Name: mt.Source, Labels: mt.VolumeOptions.Labels}); err != nil {
-				return core.EngineError(err, "cannot create volume "+mt.Source)
+				return nil, core.EngineError(err, "cannot create volume "+mt.Source)
 			}
 		}
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
-		return core.EngineError(err, "cannot create the volumes for "+spec.Target.String())
+		return nil, core.EngineError(err, "cannot create the volumes for "+spec.Target.String())
 	}
 	if spec.Podman {
 		if err := m.startSeeder(ctx, resp.ID); err != nil {
 			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
-			return core.EngineError(err, "cannot fill the volumes for "+spec.Target.String())
+			return nil, core.EngineError(err, "cannot fill the volumes for "+spec.Target.String())
 		}
 	}
-	if err := m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{}); err != nil {
-		return core.EngineError(err, "cannot remove the volume seeder container")
-	}
-	return nil
+	done := make(chan error, 1)
+	go func() {
+		if err := m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{}); err != nil {
+			done <- core.EngineError(err, "cannot remove the volume seeder container")
+			return
+		}
+		done <- nil
+	}()
+	var once sync.Once
+	var rmErr error
+	return func() error {
+		once.Do(func() { rmErr = <-done })
+		return rmErr
+	}, nil
 }
 
 // CheckImage refuses images that would put the sandbox's working directory

@@ -78,6 +78,10 @@ type fakeEngine struct {
 	// changes a created sandbox's settings as Podman ignoring one would.
 	podman     bool
 	podmanDrop func(*container.HostConfig)
+	// images are the images on the engine (ImageInspect).
+	images map[string]image.InspectResponse
+	// seederRemoveErr is returned by the removal of the volume seeder.
+	seederRemoveErr error
 }
 
 func (f *fakeEngine) ServerVersion(ctx context.Context) (types.Version, error) {
@@ -328,12 +332,15 @@ func (f *fakeEngine) ContainerStart(ctx context.Context, id string, _ container.
 }
 
 func (f *fakeEngine) ContainerRemove(ctx context.Context, id string, _ container.RemoveOptions) error {
+	if id == "seeder" {
+		f.call("RemoveSeeder")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.seederRemoveErr
+	}
 	f.call("Remove")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if id == "seeder" {
-		return nil
-	}
 	id = strings.TrimSuffix(id, "-0123456789abcdef")
 	if _, ok := f.containers[id]; !ok {
 		return errNotFound
@@ -361,8 +368,47 @@ func (f *fakeEngine) ContainerList(ctx context.Context, o container.ListOptions)
 	return nil, nil
 }
 
+// ImageInspect: the images in f.images; any other is not found (Images,
+// the fakeImages, answers for it then).
 func (f *fakeEngine) ImageInspect(ctx context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
-	return image.InspectResponse{}, nil
+	f.call("ImageInspect " + ref)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if img, ok := f.images[ref]; ok {
+		return img, nil
+	}
+	return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + ref)
+}
+
+// settledCalls checks that the seeder's removal (which runs in the
+// background while the sandbox is created and started) came after the
+// seeder's creation and before the first exec that follows, and returns
+// the calls without it and without the image inspects of preflight.
+func settledCalls(t *testing.T, calls []string) []string {
+	t.Helper()
+	var out []string
+	seeder, removed := -1, -1
+	for i, c := range calls {
+		switch {
+		case c == "CreateSeeder":
+			seeder = i
+		case c == "RemoveSeeder":
+			if seeder < 0 || removed >= 0 {
+				t.Fatalf("the seeder's removal out of place: %v", calls)
+			}
+			removed = i
+			continue
+		case c == "ExecCreate" && seeder >= 0 && removed < 0:
+			t.Fatalf("an exec before the seeder's removal: %v", calls)
+		case strings.HasPrefix(c, "ImageInspect "):
+			continue
+		}
+		out = append(out, c)
+	}
+	if seeder >= 0 && removed < 0 {
+		t.Fatalf("the seeder was not removed: %v", calls)
+	}
+	return out
 }
 
 func (f *fakeEngine) VolumeInspect(ctx context.Context, v string) (volume.Volume, error) {
@@ -433,8 +479,8 @@ func TestRunCreatesThenReuses(t *testing.T) {
 	if !res.Created || res.Status.ExitCode != 7 || out.String() != "code=print(1) stdin=in" || errb.String() != "last-arg=x" {
 		t.Fatalf("res %+v out %q err %q", res, out.String(), errb.String())
 	}
-	want := []string{"ExecCreate", "CreateSeeder", "Remove", "Create", "Start", "ExecCreate", "ExecAttach"}
-	if diff := cmp.Diff(want, f.calls); diff != "" {
+	want := []string{"ExecCreate", "CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach"}
+	if diff := cmp.Diff(want, settledCalls(t, f.calls)); diff != "" {
 		t.Fatalf("first call (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"docker-sandbox-u1.user", "docker-sandbox-u1.s.ws"}, res.FreshVolumes); diff != "" {
