@@ -33,3 +33,20 @@ func IsUnreachable(err error) bool {
 	return strings.Contains(s, "Cannot connect to the Docker daemon") || strings.Contains(s, "connect: no such file or directory") ||
 		strings.Contains(s, "connection refused")
 }
+
+// NativeRuntime reports whether name, a container's runtime as the engine
+// reports it (HostConfig.Runtime: the engine fills in its default one),
+// runs the container's processes on the host's kernel as runc does, where
+// code of the sandbox cannot open or trace the helper's processes and so
+// cannot write into a run's stream. Any other name (runsc, kata, or a name
+// of the engine's configuration that may stand for either) gets the checks
+// for other runtimes: the run's exit code asked of the engine, no exec
+// channel. "oci" is what Podman's API calls its configured runtime (crun
+// or runc by default).
+func NativeRuntime(name string) bool {
+	switch name {
+	case "runc", "crun", "io.containerd.runc.v2", "io.containerd.runtime.v1.linux", "oci":
+		return true
+	}
+	return false
+}

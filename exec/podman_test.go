@@ -106,7 +106,7 @@ func TestRunPodman(t *testing.T) {
 	if err != nil || !res.Created {
 		t.Fatal(err, res)
 	}
-	want := []string{"ExecCreate", "VolumeCreate docker-sandbox-u1.user kind=user", "VolumeCreate docker-sandbox-u1.s.ws kind=workspace",
+	want := []string{"VolumeCreate docker-sandbox-u1.user kind=user", "VolumeCreate docker-sandbox-u1.s.ws kind=workspace",
 		"VolumeCreate helper-vol-amd64 kind=helper", "CreateSeeder", "StartSeeder", "Wait", "Create", "Start", "ExecCreate", "ExecAttach"}
 	if d := cmp.Diff(want, settledCalls(t, f.calls)); d != "" {
 		t.Fatalf("calls (-want +got):\n%s", d)

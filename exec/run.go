@@ -136,11 +136,27 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	start := time.Now()
 	token := newToken()
 	req.otherRuntime, req.runtime = spec.Runtime != "", spec.Runtime
+	// With no runtime asked for, the container runs under the engine's
+	// default one, which may be gVisor (daemon.json "default-runtime"): a
+	// plain exec asks the container which (one inspect), and a channel
+	// process serves only a container whose runtime is native (it checked
+	// when it started), so runChannel needs no answer.
+	runtimeKnown := spec.Runtime != ""
 	var st wire.RunStatus
 	sandboxLost := false
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
 		err, viaChannel := m.runChannel(ctx, name, spec, req, token, &st)
+		if !viaChannel && !runtimeKnown {
+			c, ierr := m.Engine.ContainerInspect(ctx, name)
+			if ierr != nil {
+				return false, ierr // not there: withContainer creates it
+			}
+			if c.HostConfig != nil && !core.NativeRuntime(c.HostConfig.Runtime) {
+				req.otherRuntime, req.runtime = true, c.HostConfig.Runtime
+			}
+			runtimeKnown = true
+		}
 		if !viaChannel {
 			_, err = helpercall.Do(ctx, m.Engine, helpercall.Call{Container: name, Exec: execOptions(spec, req, token),
 				Session: func(execID string, hj types.HijackedResponse) (err error) {

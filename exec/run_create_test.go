@@ -197,7 +197,7 @@ func TestRunStartsChannel(t *testing.T) {
 		kernel bool
 		want   []string
 	}{
-		{"new sandbox", false, false, []string{"ExecCreate", "CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
+		{"new sandbox", false, false, []string{"CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
 		{"existing sandbox", true, false, []string{"ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
 		{"kernel call", true, true, []string{"ExecCreate", "ExecAttach"}},
 	} {

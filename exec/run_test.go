@@ -42,10 +42,12 @@ type fakeEngine struct {
 	mu         sync.Mutex
 	containers map[string]*container.Config
 	hostcfg    map[string]*container.HostConfig
-	running    map[string]bool
-	volumes    map[string]bool
-	calls      []string
-	createErr  error // returned once by ContainerCreate of the sandbox
+	// defaultRuntime is the engine's default runtime ("": runc).
+	defaultRuntime string
+	running        map[string]bool
+	volumes        map[string]bool
+	calls          []string
+	createErr      error // returned once by ContainerCreate of the sandbox
 	// volumeRemoveErr is returned by every VolumeRemove.
 	volumeRemoveErr error
 	runtimes        map[string]system.RuntimeWithStatus
@@ -358,8 +360,20 @@ func (f *fakeEngine) ContainerInspect(ctx context.Context, id string) (container
 		return container.InspectResponse{}, errNotFound
 	}
 	c := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: name + "-0123456789abcdef"}}
+	// The engine reports the runtime a container got: its default one
+	// when the create named none.
+	rt := f.defaultRuntime
+	if hc := f.hostcfg[name]; hc != nil && hc.Runtime != "" {
+		rt = hc.Runtime
+	}
+	if rt == "" {
+		rt = "runc"
+	}
+	c.HostConfig = &container.HostConfig{Runtime: rt}
 	if f.podman {
-		c.HostConfig, c.Config = f.hostcfg[name], f.containers[name]
+		hc := *f.hostcfg[name]
+		hc.Runtime = rt
+		c.HostConfig, c.Config = &hc, f.containers[name]
 	}
 	return c, nil
 }
@@ -479,7 +493,7 @@ func TestRunCreatesThenReuses(t *testing.T) {
 	if !res.Created || res.Status.ExitCode != 7 || out.String() != "code=print(1) stdin=in" || errb.String() != "last-arg=x" {
 		t.Fatalf("res %+v out %q err %q", res, out.String(), errb.String())
 	}
-	want := []string{"ExecCreate", "CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach"}
+	want := []string{"CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach"}
 	if diff := cmp.Diff(want, settledCalls(t, f.calls)); diff != "" {
 		t.Fatalf("first call (-want +got):\n%s", diff)
 	}
@@ -668,6 +682,11 @@ func TestRunTamperedStream(t *testing.T) {
 		{"a header of no frame type", "runsc", []byte{9, 9, 9, 9, 0, 0, 0, 1}, false, core.CodeStreamTampered},
 		{"half a header", "runsc", []byte{wire.Status, 0, 0}, false, core.CodeStreamTampered},
 		{"a status that is not JSON under runc", "", frame(wire.Status, "exit 0"), false, core.CodeInternal},
+		// No runtime asked for, on an engine whose default is gVisor: the
+		// container says so, and the run gets the same checks.
+		{"default runtime runsc: a forged whole status", "default:runsc", forged, false, ""},
+		{"default runtime runsc: a forged status before the first frame", "default:runsc", forged, true, ""},
+		{"default runtime runsc: a header that swallows the wrapper's frames", "default:runsc", []byte{wire.Stdout, 0, 0, 0, 0, 0, 0x10, 0}, false, core.CodeStreamTampered},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -680,6 +699,9 @@ func TestRunTamperedStream(t *testing.T) {
 			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64", Os: "linux"}}, Version: "0.1.0"}
 			spec := testSpec()
 			spec.Runtime = tc.runtime
+			if d, ok := strings.CutPrefix(tc.runtime, "default:"); ok {
+				spec.Runtime, f.defaultRuntime = "", d
+			}
 			var out strings.Builder
 			res, err := m.Run(context.Background(), spec, Request{Lang: languages["sh"], Code: []byte("echo victim; exit 7"),
 				Timeout: 5 * time.Second, MaxOutput: 1 << 20, Stdout: &out})

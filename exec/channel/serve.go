@@ -55,6 +55,14 @@ func Main(args []string) int {
 		return 1
 	}
 	defer cl.Close()
+	// Only a container on a native runtime gets a channel: under another
+	// one (gVisor) a run's stream needs the exec's own exit code, which a
+	// call through the channel does not have (exec.Manager.Run). The
+	// engine's default runtime may be one, so the container says.
+	c, err := cl.ContainerInspect(context.Background(), *ctr)
+	if err != nil || c.HostConfig == nil || !core.NativeRuntime(c.HostConfig.Runtime) {
+		return 1
+	}
 	if err := Serve(context.Background(), cl, *ctr, *sock, Idle); err != nil {
 		if os.Getenv("DOCKER_SANDBOX_DEBUG") != "" {
 			fmt.Fprintln(os.Stderr, "exec channel:", err)
