@@ -129,13 +129,11 @@ func supervise(opts runOptions, argv []string, out *output, reg *registration) w
 	k := killer{self: os.Getpid(), ownPgid: syscall.Getpgrp(), pgid: pid}
 	k.sweep(allReaped, time.Now().Add(killDeadline))
 	inW.close()
-	if !gotExit {
-		select {
-		case ex = <-mainDone:
-			gotExit = true
-		case <-time.After(killPoll):
-		}
-	}
+	// The sweep ends once every child is reaped, the main one included:
+	// its status is then waiting. Take it before any timer is in the race
+	// (a select picks at random among ready cases, and a wrapper descheduled
+	// for a moment finds a 2 ms timer ready too).
+	ex, gotExit = takeExit(mainDone, ex, gotExit, killPoll)
 	oomAfter, oomAfterOK := readOOMKills()
 
 	// The pipes reach EOF once every writer is dead.
@@ -152,6 +150,7 @@ func supervise(opts runOptions, argv []string, out *output, reg *registration) w
 		}
 	}
 
+	ex, gotExit = takeExit(mainDone, ex, gotExit, 0)
 	if !gotExit {
 		st := internalError("the program (pid %d) could not be killed", pid)
 		st.TimedOut = timedOut
@@ -213,6 +212,28 @@ func writeOOMScoreAdj(pid int) {
 	}
 	_, _ = f.WriteString("1000")
 	_ = f.Close()
+}
+
+// takeExit returns the main child's exit: ex when got, else one waiting on
+// mainDone, else one that arrives within wait.
+func takeExit(mainDone <-chan childExit, ex childExit, got bool, wait time.Duration) (childExit, bool) {
+	if got {
+		return ex, true
+	}
+	select {
+	case ex = <-mainDone:
+		return ex, true
+	default:
+	}
+	if wait <= 0 {
+		return ex, false
+	}
+	select {
+	case ex = <-mainDone:
+		return ex, true
+	case <-time.After(wait):
+		return ex, false
+	}
 }
 
 // reapChildren reaps every child of the wrapper (the main child and the
