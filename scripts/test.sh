@@ -543,12 +543,20 @@ RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAtta
 RUNSC_PASS_COUNT="${DOCKER_SANDBOX_RUNSC_PASS_COUNT:-1}"
 
 run_runsc_pass() {
-	local log rc p f s
-	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-runsc.XXXXXX")"
-	log "DOCKER_SANDBOX_TEST_PASS=runsc go test -race -count=$RUNSC_PASS_COUNT -timeout 20m -p 1 -v -run '$RUNSC_PASS_TESTS' ./plugin/"
+	run_go_pass "runsc pass" DOCKER_SANDBOX_TEST_PASS=runsc -race -count="$RUNSC_PASS_COUNT" -timeout 20m -p 1 -v \
+		-run "$RUNSC_PASS_TESTS" ./plugin/
+}
+
+# run_go_pass NAME VAR=VALUE GO-TEST-ARGS...: one more go test pass with
+# VAR=VALUE in its environment, its output shown; its counts add to the
+# run's (a failed build or a panic counts as one failure).
+run_go_pass() {
+	local name="$1" envkv="$2" log rc p f s
+	shift 2
+	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-pass.XXXXXX")"
+	log "$envkv go test $*"
 	set +e
-	DOCKER_SANDBOX_TEST_PASS=runsc CGO_ENABLED=1 "$GO" test -race -count="$RUNSC_PASS_COUNT" -timeout 20m -p 1 -v \
-		-run "$RUNSC_PASS_TESTS" ./plugin/ 2>&1 | tee "$log"
+	env "$envkv" CGO_ENABLED=1 "$GO" test "$@" 2>&1 | tee "$log"
 	rc="${PIPESTATUS[0]}"
 	set -e
 	p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
@@ -559,7 +567,7 @@ run_runsc_pass() {
 		((f > 0)) || f=1
 	fi
 	rm -f "$log"
-	log "runsc pass: $p passed, $f failed, $s skipped"
+	log "$name: $p passed, $f failed, $s skipped"
 	N_PASS=$((N_PASS + p)) N_FAIL=$((N_FAIL + f)) N_SKIP=$((N_SKIP + s))
 	if ((rc != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
 }
@@ -573,25 +581,8 @@ run_runsc_pass() {
 CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^TestExec}"
 
 run_channel_off_pass() {
-	local log rc p f s
-	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-chanoff.XXXXXX")"
-	log "DOCKER_SANDBOX_EXEC_CHANNEL=false go test -race -count=1 -timeout 10m -p 1 -v -run '$CHANNEL_OFF_PASS_TESTS' -skip '^TestExecChannel' ./plugin/"
-	set +e
-	DOCKER_SANDBOX_EXEC_CHANNEL=false CGO_ENABLED=1 "$GO" test -race -count=1 -timeout 10m -p 1 -v \
-		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/ 2>&1 | tee "$log"
-	rc="${PIPESTATUS[0]}"
-	set -e
-	p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
-	f="$(grep -cE '^[[:space:]]*--- FAIL:' "$log" || true)"
-	s="$(grep -cE '^[[:space:]]*--- SKIP:' "$log" || true)"
-	if ((rc != 0 && f == 0)); then
-		f="$(grep -cE '^FAIL[[:space:]]' "$log" || true)"
-		((f > 0)) || f=1
-	fi
-	rm -f "$log"
-	log "exec-channel-off pass: $p passed, $f failed, $s skipped"
-	N_PASS=$((N_PASS + p)) N_FAIL=$((N_FAIL + f)) N_SKIP=$((N_SKIP + s))
-	if ((rc != 0)); then TEST_STATUS=1; elif [[ -z "$TEST_STATUS" ]]; then TEST_STATUS=0; fi
+	run_go_pass "exec-channel-off pass" DOCKER_SANDBOX_EXEC_CHANNEL=false -race -count=1 -timeout 10m -p 1 -v \
+		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/
 }
 
 # channel_procs lists the exec channel processes (exec/channel) this run's
