@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/go-cmp/cmp"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -478,6 +480,10 @@ type lcFake struct {
 	volErr     error
 	vols       []*volume.Volume // VolumeList's answer (nil: the long-term volume of u1)
 	volRemoved []string
+	// channelsAt returns the exec channels that the n-th helper status
+	// reports (nil: the helper's status exec fails).
+	channelsAt func(n int) int
+	statusOut  map[string][]byte // status exec ID -> its output
 }
 
 func (f *lcFake) ServerVersion(ctx context.Context) (types.Version, error) {
@@ -504,6 +510,23 @@ func (f *lcFake) ContainerInspect(ctx context.Context, id string) (container.Ins
 func (f *lcFake) ContainerExecCreate(ctx context.Context, id string, o container.ExecOptions) (container.ExecCreateResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(o.Cmd) >= 2 && o.Cmd[1] == "status" && f.channelsAt != nil {
+		if f.statusOut == nil {
+			f.statusOut = map[string][]byte{}
+		}
+		xid := fmt.Sprintf("status%d", len(f.statusOut))
+		var hs HelperStatus
+		hs.Processes = make([]struct {
+			PID     int        `json:"pid"`
+			Kind    string     `json:"kind"`
+			Started *time.Time `json:"started"`
+		}, f.channelsAt(len(f.statusOut)+1))
+		for i := range hs.Processes {
+			hs.Processes[i].PID, hs.Processes[i].Kind = 100+i, "channel"
+		}
+		f.statusOut[xid], _ = json.Marshal(hs)
+		return container.ExecCreateResponse{ID: xid}, nil
+	}
 	if len(o.Cmd) < 2 || o.Cmd[1] != "drain" {
 		return container.ExecCreateResponse{}, errors.New("unexpected exec " + strings.Join(o.Cmd, " "))
 	}
@@ -527,7 +550,17 @@ func (f *lcFake) ContainerExecCreate(ctx context.Context, id string, o container
 
 func (f *lcFake) ContainerExecAttach(ctx context.Context, id string, _ container.ExecAttachOptions) (types.HijackedResponse, error) {
 	client, server := net.Pipe()
-	server.Close() // the drain prints nothing the claim reads
+	f.mu.Lock()
+	out, ok := f.statusOut[id]
+	f.mu.Unlock()
+	if !ok {
+		server.Close() // the drain prints nothing the claim reads
+		return types.NewHijackedResponse(client, ""), nil
+	}
+	go func() {
+		_, _ = stdcopy.NewStdWriter(server, stdcopy.Stdout).Write(out)
+		server.Close()
+	}()
 	return types.NewHijackedResponse(client, ""), nil
 }
 
@@ -536,6 +569,9 @@ func (f *lcFake) ContainerExecInspect(ctx context.Context, id string) (container
 	defer f.mu.Unlock()
 	if code, ok := f.drainExit[id]; ok {
 		return container.ExecInspect{ExecID: id, ExitCode: code}, nil
+	}
+	if _, ok := f.statusOut[id]; ok {
+		return container.ExecInspect{ExecID: id}, nil
 	}
 	f.execInspects++
 	running := f.execsAt(f.inspects)[id]
@@ -587,6 +623,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 		// settleAfter: exec inspects after which e1 is seen ended even
 		// before the container is inspected again (the engine's own lag).
 		settleAfter int
+		channelsAt  func(n int) int
 	}{
 		{name: "idle: drained, checked, removed", execsAt: none,
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
@@ -617,6 +654,21 @@ func TestRemoveSandboxClaim(t *testing.T) {
 			},
 			settleAfter: 3,
 			wantCalls:   []string{"drain", "remove", "volume-remove"}},
+		{name: "a channel's exec the helper saw only after the settle: counted again, drained, removed",
+			// The channel's exec runs until the drain ends it; the
+			// helper's first status predates its process.
+			execsAt: func(n int) map[string]bool { return map[string]bool{"ch": n <= 1} },
+			channelsAt: func(n int) int {
+				if n <= 1 {
+					return 0
+				}
+				return 1
+			},
+			wantCalls: []string{"drain", "remove", "volume-remove"}},
+		{name: "an exec beside a channel: busy, nothing touched",
+			execsAt:    func(int) map[string]bool { return map[string]bool{"ch": true, "e1": true} },
+			channelsAt: func(int) int { return 1 },
+			wantCode:   core.CodeScopeBusy},
 		{name: "a created exec that never starts does not block",
 			execsAt:   func(int) map[string]bool { return map[string]bool{"e1": false} },
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
@@ -629,7 +681,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 			wantCode: core.CodeScopeBusy, wantCalls: []string{"drain", "remove", "volume-remove"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes, settleAfter: tc.settleAfter,
+			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes, settleAfter: tc.settleAfter, channelsAt: tc.channelsAt,
 				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
 			m := &Manager{Engine: f}
 			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)

@@ -251,6 +251,11 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 		if runningCount(execs) > channels && !settled {
 			settled = true
 			execs = m.settle(ctx, c.ExecIDs, execSettle, channels)
+			if runningCount(execs) > channels {
+				// A channel whose exec had started but whose process
+				// had not yet been seen by the helper when counted.
+				channels = m.channelCount(ctx, id)
+			}
 		}
 		if runningCount(execs) > channels {
 			return false, busyError(t, execs)
