@@ -79,7 +79,7 @@ func newAuditor(dockerCli command.Cli, c *config.Config) *auditor {
 	}
 	a.w = &audit.Writer{Dir: auditDir(c), MaxCode: int(c.AuditMaxCode), MaxOutput: int(c.AuditMaxOutput), RetentionDays: c.AuditRetentionDays}
 	a.context = dockerCli.CurrentContext()
-	a.engine = dockerCli.DockerEndpoint().Host
+	a.engine = engineEndpoint(dockerCli).Host
 	return a
 }
 

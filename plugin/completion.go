@@ -112,7 +112,7 @@ func completeEngine(dockerCli command.Cli) completionEngine {
 	if dockerCli == nil {
 		return nil
 	}
-	c := dockerCli.Client()
+	c := engineAPI(dockerCli)
 	if c == nil {
 		return nil
 	}

@@ -36,7 +36,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 	m := manager(dockerCli, c)
 	b := builder(dockerCli, c)
 	return &files.Copier{
-		Runner: checkedRunner{Runner: m, engine: dockerCli.Client(), src: c.Source("network")},
+		Runner: checkedRunner{Runner: m, engine: engineAPI(dockerCli), src: c.Source("network")},
 		Spec:   func(t core.Target) sbexec.Spec { return sandboxSpec(c, b, t) },
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}

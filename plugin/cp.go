@@ -68,7 +68,7 @@ same rule holds in every direction, and for "-" as DST.`,
 			}
 			ctx, cancel := interruptible(cmd.Context())
 			defer cancel()
-			if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+			if err := resolveConfigRuntime(ctx, engineAPI(dockerCli), c); err != nil {
 				return fail(out, o.format, err)
 			}
 			cp := copier(dockerCli, c, limits, o.archive)

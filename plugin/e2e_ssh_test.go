@@ -378,7 +378,7 @@ func TestSSHChannel(t *testing.T) {
 	c := remoteCtx{host: f.uri, name: sshContextName, env: f.env, global: []string{"--context", sshContextName}}
 	port := f.uri[strings.LastIndexByte(f.uri, ':')+1:]
 	f.viaSSH(t, func() {
-		testRemoteChannel(t, c, func(t *testing.T, ps []proc) {
+		testRemoteChannel(t, c, func() int { return f.logins(t) }, func(t *testing.T, ps []proc) {
 			t.Helper()
 			if !strings.Contains(ps[0].args, " --host "+f.uri+" ") {
 				t.Fatalf("the channel process does not use %s: %s", f.uri, ps[0].args)

@@ -7,20 +7,25 @@ package plugin_test
 //
 //	DOCKER_SANDBOX_TEST_TCP=tcp://127.0.0.1:PORT
 //
-// Every call here goes docker CLI -> plugin -> tcp://127.0.0.1:PORT ->
-// socat -> the engine, and so does the channel process's own connection:
-// the test checks that it holds a TCP connection to PORT.
+// Every call here goes docker CLI -> plugin -> the test's counting proxy
+// (tcp://127.0.0.1:FRONT) -> socat -> the engine, and so does the channel
+// process's own connection: the test checks that it holds a TCP
+// connection to FRONT, and counts the connections that calls make.
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,9 +85,11 @@ func makeContext(t *testing.T, name, host string, env []string) remoteCtx {
 	return c
 }
 
-// needTCP returns the context sbx-tcp-test on the proxy of scripts/test.sh.
+// needTCP returns the context sbx-tcp-test on a counting proxy
+// (countingProxy) in front of the proxy of scripts/test.sh, that proxy's
+// port and the count of connections made to the context's endpoint.
 // Outside scripts/test.sh the test skips; under CI a missing proxy fails it.
-func needTCP(t *testing.T) (remoteCtx, int) {
+func needTCP(t *testing.T) (remoteCtx, int, *atomic.Int32) {
 	t.Helper()
 	needE2E(t)
 	uri := os.Getenv("DOCKER_SANDBOX_TEST_TCP")
@@ -94,7 +101,69 @@ func needTCP(t *testing.T) (remoteCtx, int) {
 		t.Fatalf("DOCKER_SANDBOX_TEST_TCP=%q: want tcp://127.0.0.1:PORT (a loopback proxy)", uri)
 	}
 	port, _ := strconv.Atoi(m[1])
-	return makeContext(t, tcpContextName, uri, nil), port
+	front, conns := countingProxy(t, port)
+	return makeContext(t, tcpContextName, fmt.Sprintf("tcp://127.0.0.1:%d", front), nil), front, conns
+}
+
+// countingProxy forwards the connections it accepts on a loopback port to
+// the loopback port to, and counts them; it stops when the test ends.
+func countingProxy(t *testing.T, to int) (int, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := new(atomic.Int32)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	closed := false
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			up, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", to))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				up.Close()
+				return
+			}
+			open = append(open, c, up)
+			mu.Unlock()
+			wg.Add(2)
+			pipe := func(dst, src net.Conn) {
+				defer wg.Done()
+				_, _ = io.Copy(dst, src)
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, conns
 }
 
 // proc is a process, told from a later one of the same pid by its start
@@ -312,16 +381,31 @@ func lsChannel(t *testing.T, c remoteCtx, scope string) bool {
 
 // testRemoteChannel: on the context c, a warm call goes through the
 // sandbox's channel, whose process reaches the engine through c's
-// transport (checkTransport), with the results of a plain exec; the
+// transport (checkTransport), with the results of a plain exec, and
+// connects to the engine no more (connects counts the connections made
+// to c's endpoint: ssh logins, TCP connections); the
 // channel's processes all go after its idle time, after killTransport
 // broke its connection (the call then falls back within itself), and
 // after `rm`.
-func testRemoteChannel(t *testing.T, c remoteCtx, checkTransport func(t *testing.T, ps []proc), killTransport func(t *testing.T, ps []proc)) {
+func testRemoteChannel(t *testing.T, c remoteCtx, connects func() int, checkTransport func(t *testing.T, ps []proc), killTransport func(t *testing.T, ps []proc)) {
 	scope := newScope(t)
 	rc := newRemoteChannel(t, c, scope)
 	wantCode(t, c.sbArgs(t, "exec", "-s", scope, "-c", "true"), 0)
 	ps := rc.wait(t)
 	checkTransport(t, ps)
+
+	t.Run("no connection", func(t *testing.T) {
+		// The docker CLI's own client pings the engine when the plugin
+		// first asks it for its endpoint or client: one connection (an
+		// ssh login over ssh://) per call. A warm call makes none.
+		before := connects()
+		for i := 0; i < 3; i++ {
+			wantStdout(t, c.sbArgs(t, "exec", "-s", scope, "-c", "echo warm"), "warm\n")
+		}
+		if n := connects() - before; n != 0 {
+			t.Errorf("3 warm calls through the channel made %d connections to %s, want 0", n, c.host)
+		}
+	})
 
 	t.Run("same results", func(t *testing.T) {
 		sameResults(t, c, scope, func() {
@@ -411,8 +495,8 @@ func tcpConns(t *testing.T, pid int) []int {
 // tcp://; results are those of a plain exec; its process goes after its
 // idle time and after rm.
 func TestTCPChannel(t *testing.T) {
-	c, port := needTCP(t)
-	testRemoteChannel(t, c, func(t *testing.T, ps []proc) {
+	c, port, conns := needTCP(t)
+	testRemoteChannel(t, c, func() int { return int(conns.Load()) }, func(t *testing.T, ps []proc) {
 		t.Helper()
 		if !strings.Contains(ps[0].args, " --host "+c.host+" ") {
 			t.Fatalf("the channel process does not use %s: %s", c.host, ps[0].args)

@@ -171,7 +171,7 @@ func joinNetwork(ctx context.Context, dockerCli command.Cli, m *sbexec.Manager, 
 		return nil, nil
 	case "proxy":
 	default:
-		if err := checkNetwork(ctx, dockerCli.Client(), spec.Network, c.Source("network")); err != nil {
+		if err := checkNetwork(ctx, engineAPI(dockerCli), spec.Network, c.Source("network")); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: --network %s: the sandbox gets that network's access as it is; no egress policy applies (use --network proxy for allowlists)\n", spec.Network)

@@ -213,7 +213,7 @@ func execute(ctx context.Context, dockerCli command.Cli, c *config.Config, targe
 	var err error
 	// The runtime for the sandbox's network (auto; proxy mode under gVisor
 	// needs a --network=host runtime), before the egress side makes anything.
-	if spec.Runtime, err = resolveRuntime(ctx, dockerCli.Client(), spec.Runtime, spec.Network); err != nil {
+	if spec.Runtime, err = resolveRuntime(ctx, engineAPI(dockerCli), spec.Runtime, spec.Network); err != nil {
 		return nil, err
 	}
 	m := manager(dockerCli, c)

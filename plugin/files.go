@@ -111,7 +111,7 @@ func runFiles(cmd *cobra.Command, dockerCli command.Cli, arg string, o *filesOpt
 	if err != nil {
 		return err
 	}
-	if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+	if err := resolveConfigRuntime(ctx, engineAPI(dockerCli), c); err != nil {
 		return err
 	}
 	// put and rm change the sandbox: they are audited.

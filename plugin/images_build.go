@@ -46,7 +46,7 @@ func newImagesBuildCommand(dockerCli command.Cli) *cobra.Command {
 			if err := applyFlags(cmd.Flags(), c); err != nil {
 				return fail(out, o.format, err)
 			}
-			return fail(out, o.format, runImagesBuild(cmd.Context(), dockerCli.Client(), builder(dockerCli, c), out, c.RuntimeBase, o))
+			return fail(out, o.format, runImagesBuild(cmd.Context(), engineAPI(dockerCli), builder(dockerCli, c), out, c.RuntimeBase, o))
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}

@@ -30,7 +30,7 @@ func newImagesLsCommand(dockerCli command.Cli) *cobra.Command {
 		Short:   "List the plugin's images",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b := &images.Builder{Engine: dockerCli.Client(), Version: Version}
+			b := &images.Builder{Engine: engineAPI(dockerCli), Version: Version}
 			return fail(dockerCli.Out(), o.format, runImagesLs(cmd.Context(), b, dockerCli.Out(), o))
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,

@@ -142,7 +142,7 @@ func (a *mcpSandbox) config(ctx context.Context) (*config.Config, *files.Copier,
 	defer a.mu.Unlock()
 	if a.ready == nil {
 		c := *a.loaded
-		if err := resolveConfigRuntime(ctx, a.cli.Client(), &c); err != nil {
+		if err := resolveConfigRuntime(ctx, engineAPI(a.cli), &c); err != nil {
 			return nil, nil, err
 		}
 		a.ready, a.copier = &c, copier(a.cli, &c, a.limits, false)

@@ -87,7 +87,7 @@ func builder(dockerCli command.Cli, c *config.Config) *images.Builder {
 	if c != nil {
 		base = c.RuntimeBase
 	}
-	return &images.Builder{Engine: dockerCli.Client(), Version: Version, Base: base, Progress: dockerCli.Err()}
+	return &images.Builder{Engine: engineAPI(dockerCli), Version: Version, Base: base, Progress: dockerCli.Err()}
 }
 
 // sandboxLister is what ls, stop and rm ask of the sandbox manager.
@@ -103,8 +103,8 @@ func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 	if c != nil {
 		max = c.MaxSandboxes
 	}
-	m := &sbexec.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
-		Version: Version, MaxSandboxes: max, Podman: podmanAPI{cli: dockerCli.Client()},
+	m := &sbexec.Manager{Engine: engineAPI(dockerCli), Images: builder(dockerCli, c), Network: egressManager(dockerCli, c),
+		Version: Version, MaxSandboxes: max, Podman: podmanAPI{cli: engineAPI(dockerCli)},
 		Warnf: func(format string, args ...any) {
 			fmt.Fprintf(dockerCli.Err(), "docker sandbox: warning: "+format+"\n", args...)
 		}}
@@ -126,7 +126,7 @@ func manager(dockerCli command.Cli, c *config.Config) *sbexec.Manager {
 // lives on after the call, and an error there could only ever show as a
 // slower call.
 func execChannel(dockerCli command.Cli) *channel.Client {
-	ep := dockerCli.DockerEndpoint()
+	ep := engineEndpoint(dockerCli)
 	switch {
 	case ep.TLSData != nil:
 		return nil
@@ -251,5 +251,5 @@ func (r checkedRunner) HelperExec(ctx context.Context, spec sbexec.Spec, rr sbex
 // egressManager returns the sidecar manager for the CLI's engine (c nil: see
 // builder).
 func egressManager(dockerCli command.Cli, c *config.Config) *egress.Manager {
-	return &egress.Manager{Engine: dockerCli.Client(), Images: builder(dockerCli, c), Version: Version, HelperID: images.HelperID()}
+	return &egress.Manager{Engine: engineAPI(dockerCli), Images: builder(dockerCli, c), Version: Version, HelperID: images.HelperID()}
 }

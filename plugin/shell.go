@@ -83,13 +83,13 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 			return err
 		}
 	}
-	if err := checkNetwork(ctx, dockerCli.Client(), c.Network, c.Source("network")); err != nil {
+	if err := checkNetwork(ctx, engineAPI(dockerCli), c.Network, c.Source("network")); err != nil {
 		return err
 	}
 	if !dockerCli.In().IsTerminal() {
 		return core.Errorf(core.CodeBadFlag, "the input device is not a TTY: docker sandbox shell needs a terminal (for scripts, use docker sandbox exec)")
 	}
-	if err := resolveConfigRuntime(ctx, dockerCli.Client(), c); err != nil {
+	if err := resolveConfigRuntime(ctx, engineAPI(dockerCli), c); err != nil {
 		return err
 	}
 	spec := sandboxSpec(c, builder(dockerCli, c), target)
@@ -97,7 +97,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 	m.MaxSandboxes = c.MaxSandboxes
 	if c.Network != "none" {
 		// A sandbox with egress is set up by exec; shell only joins it.
-		if _, err := dockerCli.Client().ContainerInspect(ctx, target.ContainerName()); err != nil {
+		if _, err := engineAPI(dockerCli).ContainerInspect(ctx, target.ContainerName()); err != nil {
 			return core.Errorf(core.CodeBadFlag, "sandbox %s does not run and the configured network is %q: create it with `docker sandbox exec -s %s ...` first, then open the shell", target, c.Network, target.Scope)
 		}
 	}
@@ -140,7 +140,7 @@ const lcShellDetachKeys = "ctrl-p,ctrl-q"
 // streams and moby/term helpers: the docker/cli container command package
 // itself would pull in modules this project does not carry.
 func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command, env []string) (code int, started bool, err error) {
-	api := dockerCli.Client()
+	api := engineAPI(dockerCli)
 	h, w := dockerCli.Out().GetTtySize()
 	r, err := helpercall.Do(ctx, api, helpercall.Call{Container: id,
 		Exec: container.ExecOptions{
@@ -174,7 +174,7 @@ var errShellDetached = errors.New("detached")
 // lcShellSession connects the terminal to the attached shell until its
 // stream ends, the user detaches (errShellDetached) or ctx ends.
 func lcShellSession(ctx context.Context, dockerCli command.Cli, execID string, hj types.HijackedResponse) error {
-	api := dockerCli.Client()
+	api := engineAPI(dockerCli)
 	in, out := dockerCli.In(), dockerCli.Out()
 	if err := in.SetRawTerminal(); err != nil {
 		return fmt.Errorf("cannot make the terminal raw: %w", err)

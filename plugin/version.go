@@ -57,7 +57,7 @@ func newVersionCommand(dockerCli command.Cli) *cobra.Command {
 		Short: "Show the versions of the plugin, the engine and the API, and the context in use",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runVersion(cmd.Context(), dockerCli.Client(), dockerCli.Out(), dockerCli.CurrentContext(), dockerCli.DockerEndpoint().Host, o)
+			return runVersion(cmd.Context(), engineAPI(dockerCli), dockerCli.Out(), dockerCli.CurrentContext(), engineEndpoint(dockerCli).Host, o)
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
