@@ -191,8 +191,10 @@ tcp_proxy_start() {
 	for ((port = 23790; port < 23830; port++)); do
 		# -t 3600: a client's half-close (an exec's stdin ending) must not end
 		# the connection 0.5 s later, socat's default; the engine's own TCP
-		# listener keeps the other half open.
-		socat -t 3600 "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock" 2>/dev/null &
+		# listener keeps the other half open. nodelay: as the engine's own
+		# listener (Go sets TCP_NODELAY); without it, socat's Nagle and the
+		# client's delayed ACK hold each small frame of a stream ~40 ms.
+		socat -t 3600 "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork,nodelay" "UNIX-CONNECT:$sock" 2>/dev/null &
 		TCP_PROXY_PID=$!
 		for ((i = 0; i < 50; i++)); do
 			kill -0 "$TCP_PROXY_PID" 2>/dev/null || break
