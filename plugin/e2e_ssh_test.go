@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -31,8 +30,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 const sshContextName = "sbx-ssh-test"
@@ -50,41 +47,17 @@ type sshFixture struct {
 // scripts/test.sh the test skips; under CI a missing fixture fails it.
 func needSSH(t *testing.T) sshFixture {
 	t.Helper()
-	needE2E(t)
-	f := sshFixture{uri: os.Getenv("DOCKER_SANDBOX_TEST_SSH"), log: os.Getenv("DOCKER_SANDBOX_TEST_SSH_LOG")}
-	path := os.Getenv("DOCKER_SANDBOX_TEST_SSH_PATH")
-	if f.uri == "" || path == "" || f.log == "" {
-		testenv.Skip(t, "ssh test: needs the ssh server of scripts/test.sh (DOCKER_SANDBOX_TEST_SSH, DOCKER_SANDBOX_TEST_SSH_PATH, DOCKER_SANDBOX_TEST_SSH_LOG): run scripts/test.sh -run TestSSH ./plugin/")
-	}
+	v := needFixture(t, "ssh test", "ssh server", "TestSSH", "DOCKER_SANDBOX_TEST_SSH", "DOCKER_SANDBOX_TEST_SSH_PATH", "DOCKER_SANDBOX_TEST_SSH_LOG")
+	f := sshFixture{uri: v[0], log: v[2]}
 	m := regexp.MustCompile(`^ssh://([^@/]+)@127\.0\.0\.1:[0-9]+(/.*)?$`).FindStringSubmatch(f.uri)
 	if m == nil {
 		t.Fatalf("DOCKER_SANDBOX_TEST_SSH=%q: want ssh://USER@127.0.0.1:PORT (a loopback server)", f.uri)
 	}
 	f.user = m[1]
-	cfg := privateConfig(t)
-	// DOCKER_HOST and DOCKER_CONTEXT empty: only the flags of each call
-	// choose the endpoint.
-	f.env = []string{"DOCKER_CONFIG=" + cfg, "PATH=" + path + string(os.PathListSeparator) + os.Getenv("PATH"), "DOCKER_HOST=", "DOCKER_CONTEXT="}
-	cmd := osexec.Command("docker", "context", "create", sshContextName, "--docker", "host="+f.uri)
-	cmd.Env = append(os.Environ(), f.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docker context create: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		cmd := osexec.Command("docker", "context", "rm", "-f", sshContextName)
-		cmd.Env = append(os.Environ(), f.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("docker context rm: %v\n%s", err, out)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(f.log)
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(lines) > 30 {
-				lines = lines[len(lines)-30:]
-			}
-			t.Logf("the end of sshd's log:\n%s", strings.Join(lines, "\n"))
-		}
-	})
+	// The fixture's ssh first on PATH; the log's end when the test failed
+	// (registered before the context's removal, so it runs after it).
+	t.Cleanup(func() { logTail(t, "sshd", f.log) })
+	f.env = makeContext(t, sshContextName, f.uri, []string{"PATH=" + v[1] + string(os.PathListSeparator) + os.Getenv("PATH")}).env
 	return f
 }
 
@@ -128,6 +101,9 @@ func (f sshFixture) sbArgs(t *testing.T, args ...string) result {
 // timeout, OOM), ls, stop, rm.
 func TestSSHContext(t *testing.T) {
 	f := needSSH(t)
+	// Each call's own way over ssh: a warm call through the exec channel
+	// makes no ssh login at all (TestSSHChannel).
+	f.env = append(f.env, "DOCKER_SANDBOX_EXEC_CHANNEL=false")
 	s := newScope(t)
 
 	t.Run("version", func(t *testing.T) {

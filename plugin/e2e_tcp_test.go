@@ -33,7 +33,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/channel"
-	"github.com/docker-sandbox/docker-sandbox/internal/testenv"
 )
 
 const tcpContextName = "sbx-tcp-test"
@@ -91,11 +90,7 @@ func makeContext(t *testing.T, name, host string, env []string) remoteCtx {
 // Outside scripts/test.sh the test skips; under CI a missing proxy fails it.
 func needTCP(t *testing.T) (remoteCtx, int, *atomic.Int32) {
 	t.Helper()
-	needE2E(t)
-	uri := os.Getenv("DOCKER_SANDBOX_TEST_TCP")
-	if uri == "" {
-		testenv.Skip(t, "tcp test: needs the loopback TCP proxy of scripts/test.sh (DOCKER_SANDBOX_TEST_TCP): run scripts/test.sh -run TestTCP ./plugin/")
-	}
+	uri := needFixture(t, "tcp test", "loopback TCP proxy", "TestTCP", "DOCKER_SANDBOX_TEST_TCP")[0]
 	m := regexp.MustCompile(`^tcp://127\.0\.0\.1:([0-9]+)$`).FindStringSubmatch(uri)
 	if m == nil {
 		t.Fatalf("DOCKER_SANDBOX_TEST_TCP=%q: want tcp://127.0.0.1:PORT (a loopback proxy)", uri)
