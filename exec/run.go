@@ -422,9 +422,10 @@ func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Re
 
 // channelFor reports whether req may run through an exec channel (runc
 // only: under another runtime a run's stream needs statusCheck, which asks
-// the engine about the run's own exec; not for kernel calls).
+// the engine about the run's own exec). A kernel call goes through it as
+// any run: its wrapper registers with PID 1, which lends it the kernel.
 func (m *Manager) channelFor(req Request) bool {
-	return m.Channel != nil && !req.otherRuntime && !req.Kernel
+	return m.Channel != nil && !req.otherRuntime
 }
 
 // startChannel starts the channel process of the container for the calls

@@ -176,6 +176,48 @@ func TestExecChannelWarmCalls(t *testing.T) {
 	}
 }
 
+// Kernel calls go through the channel too: state across calls, the JSON
+// result, an interrupt at the timeout that keeps the state, a kernel that
+// dies, --kernel-reset; none of them makes an engine exec. (The kernel
+// tests run again with the channel off in scripts/test.sh's
+// exec-channel-off pass.)
+func TestExecChannelKernel(t *testing.T) {
+	needE2E(t)
+	scope := newScope(t)
+	warmChannel(t, scope)
+	k := func(extra ...string) (result, execJSON) {
+		t.Helper()
+		r := sb(t, append([]string{"exec", "-s", scope, "--kernel", "--lang", "python", "--format", "json"}, extra...)...)
+		return r, decodeExec(t, r)
+	}
+	since := time.Now()
+	if r, j := k("-c", "x = 41"); r.Code != 0 || j.Result != nil {
+		t.Fatalf("an assignment: %+v\n%s", j, r)
+	}
+	if r, j := k("-c", "print('p')\nx + 1"); r.Code != 0 || j.Result == nil || *j.Result != "42" || j.Stdout != "p\n" || j.KernelRestarted {
+		t.Fatalf("state across calls: %+v\n%s", j, r)
+	}
+	if r, j := k("--timeout", "1s", "-c", "import time\ntime.sleep(60)"); r.Code != 124 || !j.TimedOut || j.StateLost || !strings.Contains(j.Stderr, "KeyboardInterrupt") {
+		t.Fatalf("interrupted at the timeout: %+v\n%s", j, r)
+	}
+	if r, j := k("-c", "x"); j.Result == nil || *j.Result != "41" {
+		t.Fatalf("state after the interrupt: %+v\n%s", j, r)
+	}
+	if r, j := k("-c", "print('bye')\nimport os\nos._exit(3)"); r.Code != 3 || j.Error == nil || j.Error.Code != "kernel_died" || !j.StateLost || j.Stdout != "bye\n" {
+		t.Fatalf("os._exit in the kernel: %+v\n%s", j, r)
+	}
+	if r, j := k("-c", "'x' in globals()"); j.Result == nil || *j.Result != "False" || !j.KernelRestarted {
+		t.Fatalf("the call after the kernel's death: %+v\n%s", j, r)
+	}
+	k("-c", "z = 1")
+	if r, j := k("--kernel-reset", "-c", "'z' in globals()"); r.Code != 0 || j.Result == nil || *j.Result != "False" {
+		t.Fatalf("--kernel-reset: %+v\n%s", j, r)
+	}
+	if n := execCreates(t, scope, since, time.Now()); n != 0 {
+		t.Fatalf("kernel calls made %d engine execs: they did not go through the channel", n)
+	}
+}
+
 // channelDetails is what the channel tests read of inspect.
 type channelDetails struct {
 	Channel bool `json:"channel"`

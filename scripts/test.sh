@@ -580,7 +580,7 @@ run_go_pass() {
 # default). Only on a full run, after the main go test phase, or alone with
 # DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY=1. Budget: 4 minutes on 2 cores. The
 # TestExecChannel* tests turn it on and off themselves.
-CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^TestExec}"
+CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^(TestExec|TestKernel)}"
 
 run_channel_off_pass() {
 	run_go_pass "exec-channel-off pass" DOCKER_SANDBOX_EXEC_CHANNEL=false -race -count=1 -timeout 10m -p 1 -v \
