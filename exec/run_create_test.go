@@ -188,7 +188,7 @@ func (r recChannel) Dial(ctx context.Context, name string) net.Conn {
 
 // Without a channel process, a run starts one only where its container is
 // there: once the engine attached the plain exec (never for a container
-// that does not exist yet); a kernel call starts none.
+// that does not exist yet); a kernel call as any other.
 func TestRunStartsChannel(t *testing.T) {
 	quiet := Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10}
 	for _, tc := range []struct {
@@ -199,7 +199,7 @@ func TestRunStartsChannel(t *testing.T) {
 	}{
 		{"new sandbox", false, false, []string{"CreateSeeder", "Create", "Start", "ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
 		{"existing sandbox", true, false, []string{"ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
-		{"kernel call", true, true, []string{"ExecCreate", "ExecAttach"}},
+		{"kernel call", true, true, []string{"ExecCreate", "ExecAttach", "ChannelStart docker-sandbox-u1.s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
