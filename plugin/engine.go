@@ -7,6 +7,7 @@ import (
 
 	"github.com/docker/cli/cli/command"
 	"github.com/docker/cli/cli/context/docker"
+	"github.com/docker/cli/cli/context/store"
 	"github.com/docker/docker/client"
 )
 
@@ -30,15 +31,18 @@ type engineConn struct {
 // engines holds one engineConn per CLI.
 var engines sync.Map // command.Cli → *engineConn
 
-// resolveEngine builds dockerCli's engineConn, once. Where it cannot (no
-// context store yet, DOCKER_CUSTOM_HEADERS that only the CLI reads, an
+// resolveEngine builds dockerCli's engineConn, once. Where it cannot (not
+// the docker CLI's own DockerCli, no context store yet, DOCKER_CUSTOM_HEADERS that only the CLI reads, an
 // endpoint the store cannot resolve), err is set and the callers use the
 // CLI's own client, with the CLI's own errors.
 func resolveEngine(dockerCli command.Cli) *engineConn {
 	v, _ := engines.LoadOrStore(dockerCli, &engineConn{})
 	e := v.(*engineConn)
 	e.once.Do(func() {
-		s := dockerCli.ContextStore()
+		var s store.Store
+		if real, ok := dockerCli.(*command.DockerCli); ok {
+			s = real.ContextStore()
+		}
 		if s == nil {
 			e.epErr, e.err = errNoEngineConn, errNoEngineConn
 			return
