@@ -107,7 +107,7 @@ func TestRunPodman(t *testing.T) {
 		t.Fatal(err, res)
 	}
 	want := []string{"VolumeCreate docker-sandbox-u1.user kind=user", "VolumeCreate docker-sandbox-u1.s.ws kind=workspace",
-		"VolumeCreate helper-vol-amd64 kind=helper", "CreateSeeder", "StartSeeder", "Wait", "Create", "Start", "ExecCreate", "ExecAttach"}
+		"VolumeCreate docker-sandbox.helper.vol-amd64 kind=helper", "CreateSeeder", "StartSeeder", "Wait", "Create", "Start", "ExecCreate", "ExecAttach"}
 	if d := cmp.Diff(want, settledCalls(t, f.calls)); d != "" {
 		t.Fatalf("calls (-want +got):\n%s", d)
 	}

@@ -825,7 +825,9 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		return "", err
 	}
 	spec.ImageVolumes = imageVolumes(img)
-	spec.ImagePath = imageEnv(img, "PATH")
+	if img.Config != nil {
+		spec.ImageEnv = img.Config.Env
+	}
 	arch := img.Architecture
 	// Readable where the runtime must read it to run it: gVisor, and an
 	// image of another architecture, which the engine runs through
@@ -839,9 +841,9 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 
 	// Which volumes are new: those are removed again if creation fails.
 	if pre.vols == nil {
-		pre.vols = make([]error, len(vols))
+		pre.vols, pre.volInfo = make([]error, len(vols)), make([]volume.Volume, len(vols))
 		for i, v := range vols {
-			_, pre.vols[i] = m.Engine.VolumeInspect(ctx, v)
+			pre.volInfo[i], pre.vols[i] = m.Engine.VolumeInspect(ctx, v)
 		}
 	}
 	var fresh []string
@@ -850,7 +852,17 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 			fresh = append(fresh, v)
 		} else if err != nil {
 			return "", core.EngineError(err, "cannot inspect volume "+v)
+		} else if err := ownTargetVolume(pre.volInfo[i], spec.Target); err != nil {
+			return "", err
 		}
+	}
+	// The helper volume, where it exists, is PID 1's program.
+	if hv, err := m.Engine.VolumeInspect(ctx, spec.HelperVolume); err == nil {
+		if !ownHelperVolume(&hv) {
+			return "", foreignVolume(hv.Name, "the helper's volume")
+		}
+	} else if !isNotFound(err) {
+		return "", core.EngineError(err, "cannot inspect volume "+spec.HelperVolume)
 	}
 	*freshOut = fresh
 	cleanup := func() {
@@ -877,6 +889,23 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		return "", serr
 	}
 	return id, err
+}
+
+// ownTargetVolume refuses an existing volume that the sandbox of t would
+// mount but that is not the plugin's volume of t (OwnVolume: its name,
+// labels and kind): a user's own volume that happens to bear the name
+// would otherwise hand its content to sandboxed code, and take its writes.
+func ownTargetVolume(v volume.Volume, t core.Target) error {
+	if vt, _, ok := OwnVolume(&v); ok && vt.Scope == t.Scope && (vt.Session == "" || vt.Session == t.Session) {
+		return nil
+	}
+	return foreignVolume(v.Name, "a volume of sandbox "+t.String())
+}
+
+// foreignVolume is the error for a volume named as one of the plugin's
+// that is not its own.
+func foreignVolume(name, what string) error {
+	return core.Errorf(core.CodeNotSandbox, "volume %s is not %s: it exists without the plugin's labels for it (com.docker.sandbox.*), so it is not mounted; nothing ran. Remove or rename that volume (its data is not the plugin's), or use another scope", name, what)
 }
 
 // createSandbox creates and starts the sandbox container (the volumes are
@@ -930,15 +959,16 @@ type createChecks struct {
 	img    image.InspectResponse
 	imgErr error
 	// vols are the VolumeInspect errors of the target's volumes (nil:
-	// exists); a nil slice: ask again.
-	vols []error
+	// exists), volInfo their answers; a nil slice: ask again.
+	vols    []error
+	volInfo []volume.Volume
 }
 
 // preflight asks the engine, concurrently, what createInner checks before
 // it creates anything: the live sandbox count, the engine's info and
 // version, the image and the target's volumes.
 func (m *Manager) preflight(ctx context.Context, ref string, vols []string) *createChecks {
-	c := &createChecks{vols: make([]error, len(vols))}
+	c := &createChecks{vols: make([]error, len(vols)), volInfo: make([]volume.Volume, len(vols))}
 	var wg sync.WaitGroup
 	do := func(f func()) {
 		wg.Add(1)
@@ -952,7 +982,7 @@ func (m *Manager) preflight(ctx context.Context, ref string, vols []string) *cre
 	do(func() { c.podman, c.podmanErr = m.engineIsPodman(ctx) })
 	do(func() { c.img, c.imgErr = m.Engine.ImageInspect(ctx, ref) })
 	for i, v := range vols {
-		do(func() { _, c.vols[i] = m.Engine.VolumeInspect(ctx, v) })
+		do(func() { c.volInfo[i], c.vols[i] = m.Engine.VolumeInspect(ctx, v) })
 	}
 	wg.Wait()
 	return c
@@ -1077,20 +1107,6 @@ func imageVolumes(img image.InspectResponse) []string {
 		out = append(out, v)
 	}
 	return sortedStrings(out)
-}
-
-// imageEnv is the value of the image's environment variable key ("" when
-// it sets none).
-func imageEnv(img image.InspectResponse, key string) string {
-	if img.Config == nil {
-		return ""
-	}
-	for _, kv := range img.Config.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 func uniq(ss ...string) []string {

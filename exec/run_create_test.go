@@ -50,7 +50,7 @@ func TestCreatePreflightImage(t *testing.T) {
 			t.Errorf("EnsureImage called for %v; the preflight inspect had the image", ci.ensure)
 		}
 		// The helper of the engine's image's architecture, not Images'.
-		if !f.volumes["helper-vol-arm64"] || f.volumes["helper-vol-amd64"] {
+		if !f.volumes["docker-sandbox.helper.vol-arm64"] || f.volumes["docker-sandbox.helper.vol-amd64"] {
 			t.Errorf("volumes %v: want the arm64 helper volume", f.volumes)
 		}
 	})
@@ -169,8 +169,48 @@ func TestCreateSeederRemovalFails(t *testing.T) {
 	if d := cmp.Diff(want, volRemoves); d != "" {
 		t.Errorf("volume removals (-want +got):\n%s", d)
 	}
-	if !f.volumes["helper-vol-amd64"] {
+	if !f.volumes["docker-sandbox.helper.vol-amd64"] {
 		t.Errorf("the shared helper volume should stay")
+	}
+}
+
+// A volume that a sandbox would mount but that is not the plugin's (a
+// user's own volume bearing the name, or one labelled for another target)
+// is refused before anything is made: no seeder, no container, no volume
+// removed, and the user's volume stays.
+func TestRunRefusesForeignVolumes(t *testing.T) {
+	other := ownVolumeLabels("docker-sandbox-u2.user")
+	for _, tc := range []struct {
+		name, vol string
+		labels    map[string]string
+	}{
+		{"user volume without labels", "docker-sandbox-u1.user", nil},
+		{"user volume of another scope", "docker-sandbox-u1.user", other},
+		{"user volume with a copied managed label only", "docker-sandbox-u1.user", map[string]string{core.LabelManaged: "true"}},
+		{"workspace volume without labels", "docker-sandbox-u1.s.ws", nil},
+		{"workspace volume of another session", "docker-sandbox-u1.s.ws", ownVolumeLabels("docker-sandbox-u1.t.ws")},
+		{"helper volume without labels", "docker-sandbox.helper.vol-amd64", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.helper = okHelper
+			f.volumes[tc.vol] = true
+			f.volLabels = map[string]map[string]string{tc.vol: tc.labels}
+			m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+			res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
+			e := core.AsError(err)
+			if e == nil || e.Code != core.CodeNotSandbox || e.Exit != 125 || !strings.Contains(e.Message, tc.vol) {
+				t.Fatalf("err %+v", err)
+			}
+			for _, c := range f.calls {
+				if strings.HasPrefix(c, "Create") || strings.HasPrefix(c, "VolumeRemove") || strings.HasPrefix(c, "ExecCreate") {
+					t.Errorf("a refused create made %q (calls %v)", c, f.calls)
+				}
+			}
+			if res.Created || !f.volumes[tc.vol] {
+				t.Errorf("created %v; the volume %s stays: %v", res.Created, tc.vol, f.volumes[tc.vol])
+			}
+		})
 	}
 }
 

@@ -46,8 +46,11 @@ type fakeEngine struct {
 	defaultRuntime string
 	running        map[string]bool
 	volumes        map[string]bool
-	calls          []string
-	createErr      error // returned once by ContainerCreate of the sandbox
+	// volLabels override the labels of existing volumes (a user's own
+	// volume, nil labels); every other volume has those its name implies.
+	volLabels map[string]map[string]string
+	calls     []string
+	createErr error // returned once by ContainerCreate of the sandbox
 	// volumeRemoveErr is returned by every VolumeRemove.
 	volumeRemoveErr error
 	runtimes        map[string]system.RuntimeWithStatus
@@ -431,7 +434,27 @@ func (f *fakeEngine) VolumeInspect(ctx context.Context, v string) (volume.Volume
 	if !f.volumes[v] {
 		return volume.Volume{}, cerrdefs.ErrNotFound.WithMessage("no such volume")
 	}
-	return volume.Volume{Name: v}, nil
+	if l, ok := f.volLabels[v]; ok {
+		return volume.Volume{Name: v, Labels: l}, nil
+	}
+	return volume.Volume{Name: v, Labels: ownVolumeLabels(v)}, nil
+}
+
+// ownVolumeLabels are the labels the plugin gives the volume named v.
+func ownVolumeLabels(v string) map[string]string {
+	if isHelperVolumeName(v) {
+		return core.BaseLabels(core.KindHelper)
+	}
+	t, kind, ok := core.ParseVolumeName(v)
+	if !ok {
+		return nil
+	}
+	l := core.BaseLabels(kind)
+	l[core.LabelScope] = t.Scope
+	if t.Session != "" {
+		l[core.LabelSession] = t.Session
+	}
+	return l
 }
 
 func (f *fakeEngine) VolumeList(ctx context.Context, o volume.ListOptions) (volume.ListResponse, error) {
@@ -469,7 +492,7 @@ func (fi fakeImages) EnsureImage(ctx context.Context, ref string) (image.Inspect
 }
 
 func (fi fakeImages) EnsureHelper(ctx context.Context, arch string, readable bool) (string, string, error) {
-	return "helper:1", "helper-vol-" + arch, nil
+	return "helper:1", "docker-sandbox.helper.vol-" + arch, nil
 }
 
 func testSpec() Spec {
@@ -629,7 +652,7 @@ func TestRunCreateFailureRemovesFreshVolumes(t *testing.T) {
 			t.Errorf("volume %s left behind", v)
 		}
 	}
-	if !f.volumes["helper-vol-amd64"] {
+	if !f.volumes["docker-sandbox.helper.vol-amd64"] {
 		t.Errorf("the shared helper volume should stay")
 	}
 }
@@ -792,7 +815,7 @@ func TestRunRefusesEngineWithoutLimits(t *testing.T) {
 			if e == nil || e.Code != core.CodeEngineUnsupported || e.Exit != 125 || !strings.Contains(e.Message, tc.want) {
 				t.Fatalf("err %+v, want engine_unsupported naming %q", err, tc.want)
 			}
-			delete(f.volumes, "helper-vol-amd64") // shared by every sandbox, kept as after any failed create
+			delete(f.volumes, "docker-sandbox.helper.vol-amd64") // shared by every sandbox, kept as after any failed create
 			if ran || len(f.containers) != 0 || len(f.volumes) != 0 {
 				t.Fatalf("left behind: ran %v, containers %v, volumes %v", ran, f.containers, f.volumes)
 			}
@@ -963,7 +986,7 @@ func TestRemoveCreated(t *testing.T) {
 	if f.containers[spec.ContainerName()] != nil || f.volumes["docker-sandbox-u1.user"] || f.volumes["docker-sandbox-u1.s.ws"] {
 		t.Errorf("left: containers %v volumes %v", f.containers, f.volumes)
 	}
-	if !f.volumes["helper-vol-amd64"] {
+	if !f.volumes["docker-sandbox.helper.vol-amd64"] {
 		t.Error("the shared helper volume should stay")
 	}
 

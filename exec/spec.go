@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -46,11 +47,11 @@ type Spec struct {
 	// Podman: the engine is Podman's Docker-compatible API (podman.go);
 	// known on a create. Not in Hash (a sandbox lives on one engine).
 	Podman bool
-	// ImagePath is the image's PATH (known once the image has been
-	// inspected; "" when it sets none): a session's sandbox gets it with
-	// its entries under /opt/user moved to the session's home (homeEnv).
-	// Not in Hash (the image is).
-	ImagePath string
+	// ImageEnv is the image's environment (known once the image has been
+	// inspected): a session's sandbox gets every variable of it that names
+	// a place under /opt/user with that place moved to the session's home
+	// (homeEnv). Not in Hash (the image is).
+	ImageEnv []string
 }
 
 // Hash identifies the Spec's settings (not its target). The helper compares
@@ -255,18 +256,53 @@ func ResolveWorkdir(w string) (string, error) {
 // other sandbox of its scope, so nothing there may be found on its own:
 // its HOME is its private workspace (python's user site, usercustomize and
 // .pth files, node's ~/.node_modules, shell rc files, ~/.config all live
-// there), and every PATH entry of the image under /opt/user moves to the
-// same place under the workspace. Code of one session cannot then plant a
+// there), every PATH entry of the image under /opt/user moves to the same
+// place under the workspace (SessionPath), and so does every absolute path
+// under /opt/user that any other variable of the image names
+// (SessionValue: PYTHONUSERBASE, BASH_ENV, ENV, NODE_OPTIONS's --require,
+// PYTHONSTARTUP, LD_PRELOAD, ...). Code of one session cannot then plant a
 // program or a start-up file that another session runs.
 func (s Spec) homeEnv() []string {
 	if s.Session == "" {
 		return []string{"HOME=" + core.UserDir}
 	}
 	env := []string{"HOME=" + core.WorkspaceDir}
-	if s.ImagePath != "" {
-		env = append(env, "PATH="+SessionPath(s.ImagePath))
+	for _, kv := range s.ImageEnv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "HOME" {
+			continue
+		}
+		moved := SessionValue(v)
+		if k == "PATH" {
+			moved = SessionPath(v)
+		}
+		if moved != v {
+			env = append(env, k+"="+moved)
+		}
 	}
 	return env
+}
+
+// pathToken is a run of characters that can be part of a path in an
+// environment variable's value: it ends at a list separator (: ; ,),
+// white space, quotes and '=' (--require=/opt/user/x).
+var pathToken = regexp.MustCompile(`[^:;,\s"'=]+`)
+
+// SessionValue is an environment variable's value with every absolute
+// path in it that lies under /opt/user (after lexical cleaning: //opt/user,
+// /opt/./user, /opt/x/../user) moved to the same place under
+// /opt/workspace. Relative paths and links are not followed: an image
+// that reaches /opt/user through them does so on purpose.
+func SessionValue(v string) string {
+	return pathToken.ReplaceAllStringFunc(v, func(tok string) string {
+		if tok[0] != '/' {
+			return tok
+		}
+		if rest, ok := strings.CutPrefix(path.Clean(tok), core.UserDir); ok && (rest == "" || rest[0] == '/') {
+			return core.WorkspaceDir + rest
+		}
+		return tok
+	})
 }
 
 // SessionPath is PATH with every entry under /opt/user (after lexical

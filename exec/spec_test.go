@@ -36,15 +36,42 @@ func TestSessionHome(t *testing.T) {
 	}
 	scope := testSpec()
 	scope.Target.Session = ""
-	scope.ImagePath = img
+	scope.ImageEnv = []string{"PATH=" + img, "PYTHONUSERBASE=/opt/user/.local"}
 	if got := env(scope); got["HOME"] != "/opt/user" || got["PATH"] != "" {
 		t.Errorf("the scope's own sandbox: HOME %q PATH %q, want /opt/user and the image's PATH", got["HOME"], got["PATH"])
 	}
 	sess := testSpec()
 	sess.Target.Session = "s1"
-	sess.ImagePath = img
-	if got := env(sess); got["HOME"] != "/opt/workspace" || got["PATH"] != "/opt/workspace/.local/bin:/usr/local/bin:/usr/bin:/bin" {
-		t.Errorf("a session's sandbox: HOME %q PATH %q", got["HOME"], got["PATH"])
+	sess.ImageEnv = []string{"PATH=" + img, "PYTHONUSERBASE=/opt/user/.local", "BASH_ENV=/opt//user/.bashenv",
+		"NODE_OPTIONS=--require /opt/user/a.js --require=/opt/user/b.js", "LANG=C.UTF-8", "HOME=/opt/user", "DATA=/opt/userx"}
+	got := env(sess)
+	want := map[string]string{"HOME": "/opt/workspace", "PATH": "/opt/workspace/.local/bin:/usr/local/bin:/usr/bin:/bin",
+		"PYTHONUSERBASE": "/opt/workspace/.local", "BASH_ENV": "/opt/workspace/.bashenv",
+		"NODE_OPTIONS": "--require /opt/workspace/a.js --require=/opt/workspace/b.js", "LANG": "", "DATA": ""}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("a session's sandbox: %s=%q, want %q", k, got[k], w)
+		}
+	}
+	if got := env(scope); got["PYTHONUSERBASE"] != "" {
+		t.Errorf("the scope's own sandbox overrides the image's PYTHONUSERBASE: %q", got["PYTHONUSERBASE"])
+	}
+	values := map[string]string{
+		"/opt/user":                       "/opt/workspace",
+		"/opt/user/.local":                "/opt/workspace/.local",
+		"/opt/./user/x:/usr/lib":          "/opt/workspace/x:/usr/lib",
+		"/opt/x/../user/y":                "/opt/workspace/y",
+		"-r /opt/user/h.js -r=/opt/user":  "-r /opt/workspace/h.js -r=/opt/workspace",
+		`"/opt/user/q" '/opt/user/r'`:     `"/opt/workspace/q" '/opt/workspace/r'`,
+		"a.so;/opt/user/b.so,/opt/user":   "a.so;/opt/workspace/b.so,/opt/workspace",
+		"/opt/userx /opt/use /x/opt/user": "/opt/userx /opt/use /x/opt/user",
+		"user/x ../user/y":                "user/x ../user/y",
+		"":                                "",
+	}
+	for in, want := range values {
+		if got := SessionValue(in); got != want {
+			t.Errorf("SessionValue(%q) = %q, want %q", in, got, want)
+		}
 	}
 	cases := map[string]string{
 		"/opt/user/.local/bin:/usr/bin":          "/opt/workspace/.local/bin:/usr/bin",

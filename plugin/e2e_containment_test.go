@@ -770,3 +770,126 @@ echo planted`
 	// What a session installs with pip --user is its own.
 	wantStdout(t, sb(t, "exec", "-s", s, "--session", "victim", "--lang", "python", "-c", "import site; print(site.getusersitepackages().startswith('/opt/workspace/.local/'))"), "True\n")
 }
+
+// TestContainmentForeignVolumes: a volume that bears the name of a
+// sandbox's volume but is not the plugin's (a user's own, made by hand,
+// or one labelled for another scope) is never mounted: the call fails
+// with not_a_sandbox (125) before anything is made, sandboxed code reads
+// none of the volume's data and writes nothing into it, and the volume
+// stays. The scope's volume, a session's workspace, and a volume whose
+// labels name another scope are tried.
+func TestContainmentForeignVolumes(t *testing.T) {
+	needE2E(t)
+	needBusybox(t)
+	for _, c := range []struct {
+		name, session, kind string
+		labels              []string
+	}{
+		{"user volume, no plugin labels", "", "user", nil},
+		{"session workspace, no plugin labels", "w", "ws", nil},
+		{"user volume labelled for another scope", "", "user", []string{"com.docker.sandbox.managed=true", "com.docker.sandbox.kind=user", "com.docker.sandbox.scope=someone-else"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newScope(t)
+			vol := "docker-sandbox-" + s + ".user"
+			if c.kind == "ws" {
+				vol = "docker-sandbox-" + s + "." + c.session + ".ws"
+			}
+			args := []string{"volume", "create", "--label", "com.docker.sandbox.test-run=" + lookupEnv("DOCKER_SANDBOX_TEST_RUN")}
+			for _, l := range c.labels {
+				args = append(args, "--label", l)
+			}
+			if out, err := osexec.Command("docker", append(args, vol)...).CombinedOutput(); err != nil {
+				t.Fatalf("docker volume create: %v\n%s", err, out)
+			}
+			t.Cleanup(func() {
+				removeScope(t, s)
+				_ = engine(t).VolumeRemove(context.Background(), vol, true)
+			})
+			if out, err := osexec.Command("docker", "run", "--rm", "--label", "com.docker.sandbox.test-run="+lookupEnv("DOCKER_SANDBOX_TEST_RUN"),
+				"-v", vol+":/v", busybox, "sh", "-c", "echo users-private-data > /v/secret && chmod 644 /v/secret && chmod 777 /v").CombinedOutput(); err != nil {
+				t.Fatalf("filling the user's volume: %v\n%s", err, out)
+			}
+			exec := []string{"exec", "-s", s, "--format", "json"}
+			if c.session != "" {
+				exec = append(exec, "--session", c.session)
+			}
+			r := sb(t, append(exec, "-c", "cat /opt/user/secret /opt/workspace/secret; touch /opt/user/written /opt/workspace/written")...)
+			if strings.Contains(r.Stdout, "users-private-data") {
+				t.Fatalf("sandboxed code read the user's volume %s:\n%s", vol, r)
+			}
+			wantCode(t, r, 125)
+			if j := decodeExec(t, r); j.Error == nil || j.Error.Code != "not_a_sandbox" || !strings.Contains(j.Error.Message, vol) {
+				t.Errorf("want error not_a_sandbox naming %s:\n%s", vol, r)
+			}
+			ls, err := osexec.Command("docker", "run", "--rm", "-v", vol+":/v", busybox, "ls", "-A", "/v").CombinedOutput()
+			if err != nil || strings.TrimSpace(string(ls)) != "secret" {
+				t.Errorf("the user's volume %s changed (%v): %q", vol, err, ls)
+			}
+			if n, _ := objects(t, s); n != 0 {
+				t.Errorf("the refused call left %d containers", n)
+			}
+		})
+	}
+}
+
+// TestContainmentSessionsImageEnv: an image whose variables name places
+// under /opt/user (a python user base, a bash start-up file for
+// non-interactive shells, a node module preloaded through NODE_OPTIONS in
+// both its spellings, sh's ENV, a python start-up file), as a development
+// image may well set: in a session's sandbox each of them names the same
+// place under the session's own workspace. Session evil plants a hook at
+// every such place under /opt/user (shared by the scope's sessions);
+// session victim's python, bash, node and sh do what they were asked and
+// nothing planted runs. The scope's own sandbox keeps the image's values.
+func TestContainmentSessionsImageEnv(t *testing.T) {
+	base := needFixture(t, "session image env test", "offline base image", "TestContainment", "DOCKER_SANDBOX_RUNTIME_BASE")[0]
+	ref := "docker-sandbox-test-sessenv:" + randID(4)
+	buildTestImage(t, ref, "FROM "+base+"\n"+
+		`ENV PYTHONUSERBASE=/opt/user/.local BASH_ENV=/opt//user/.bashenv ENV=/opt/user/.shenv PYTHONSTARTUP=/opt/user/.pystartup.py `+
+		`NODE_OPTIONS="--require /opt/user/.hook.js --require=/opt/./user/.hook2.js"`+"\n")
+	s := newScope(t)
+	in := func(session string, extra ...string) []string {
+		return append([]string{"exec", "-s", s, "--session", session, "--image", ref}, extra...)
+	}
+	plant := `set -e
+d=$(python3 -c 'import site; print(site.getusersitepackages())')
+case "$d" in /opt/workspace/*) d=$(echo "$d" | sed 's#^/opt/workspace#/opt/user#');; esac
+mkdir -p "$d"
+printf '%s\n' 'open("/opt/user/ran", "a").write("python\n")' > "$d/usercustomize.py"
+printf '%s\n' 'open("/opt/user/ran", "a").write("pystartup\n")' > /opt/user/.pystartup.py
+printf '%s\n' 'echo bash >> /opt/user/ran' > /opt/user/.bashenv
+printf '%s\n' 'echo sh >> /opt/user/ran' > /opt/user/.shenv
+printf '%s\n' 'require("fs").appendFileSync("/opt/user/ran", "node\n")' > /opt/user/.hook.js
+cp /opt/user/.hook.js /opt/user/.hook2.js
+echo "$d"`
+	r := sb(t, in("evil", "-c", plant)...)
+	wantCode(t, r, 0)
+	if !strings.HasPrefix(r.Stdout, "/opt/user/") {
+		t.Fatalf("the planting session's user site: %s", r)
+	}
+	// The victim's own preloaded modules, where its NODE_OPTIONS now
+	// points (a node without them fails: MODULE_NOT_FOUND).
+	wantCode(t, sb(t, in("victim", "--lang", "sh", "-c", "touch /opt/workspace/.hook.js /opt/workspace/.hook2.js")...), 0)
+	for _, c := range []struct{ lang, code, want string }{
+		{"python", `print("py-ok")`, "py-ok\n"},
+		{"bash", `echo bash-ok; bash -c 'echo nested-ok'`, "bash-ok\nnested-ok\n"},
+		{"node", `console.log("node-ok")`, "node-ok\n"},
+		{"sh", `echo sh-ok; sh -i -c 'echo i-ok' 2>/dev/null; python3 -i -c 'print("pyi-ok")' </dev/null 2>/dev/null`, "sh-ok\ni-ok\npyi-ok\n"},
+	} {
+		r := sb(t, in("victim", "--lang", c.lang, "-c", c.code)...)
+		if r.Code != 0 || r.Stdout != c.want {
+			t.Errorf("session victim, %s:\n%s", c.lang, r)
+		}
+	}
+	r = sb(t, in("evil", "-c", "cat /opt/user/ran 2>/dev/null; true")...)
+	wantCode(t, r, 0)
+	if r.Stdout != "" {
+		t.Errorf("session evil's hooks in /opt/user ran in session victim:\n%s", r.Stdout)
+	}
+	// The variables a session's sandbox sees, and the scope's own.
+	r = sb(t, in("victim", "--lang", "sh", "-c", `echo "$PYTHONUSERBASE|$BASH_ENV|$ENV|$PYTHONSTARTUP|$NODE_OPTIONS"`)...)
+	wantStdout(t, r, "/opt/workspace/.local|/opt/workspace/.bashenv|/opt/workspace/.shenv|/opt/workspace/.pystartup.py|--require /opt/workspace/.hook.js --require=/opt/workspace/.hook2.js\n")
+	r = sb(t, "exec", "-s", s, "--image", ref, "--lang", "sh", "-c", `echo "$PYTHONUSERBASE"`)
+	wantStdout(t, r, "/opt/user/.local\n")
+}
