@@ -116,7 +116,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		if err != nil {
 			return err
 		}
-		code, started, err := lcShellExec(ctx, dockerCli, id, command, env)
+		code, started, err := lcShellExec(ctx, dockerCli, id, shellWrapped(command), env, spec.IdleTTL)
 		switch {
 		case err == nil && code == 0:
 			return nil
@@ -134,12 +134,34 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 // docker exec -it.
 const lcShellDetachKeys = "ctrl-p,ctrl-q"
 
+// shellWrapped is command under the helper's shell wrapper (exec/inside
+// shell.go): the engine exec's process is the helper, never the image's
+// shell or what it reads at start (~/.bashrc, /etc/bash.bashrc), which are
+// sandboxed code and must not run as an exec root: PID 1 would serve it,
+// and it could keep the sandbox alive after the shell was closed.
+func shellWrapped(command []string) []string {
+	return append([]string{core.HelperPath, "shell", "--"}, command...)
+}
+
+// shellTouchEvery is how often the client renews its shell's lease
+// (`sandbox-helper touch`) for an idle TTL of ttl: three times per TTL,
+// between once a second and once a minute; never for no TTL.
+func shellTouchEvery(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return 0
+	}
+	return min(max(ttl/3, time.Second), time.Minute)
+}
+
 // lcShellExec runs command with a TTY in the container (by ID), the terminal raw, its
 // size following the client's, and returns its exit code. It is docker exec
 // -it (docker/cli's container/exec.go and hijack.go), rebuilt on the exported
 // streams and moby/term helpers: the docker/cli container command package
-// itself would pull in modules this project does not carry.
-func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command, env []string) (code int, started bool, err error) {
+// itself would pull in modules this project does not carry. While the
+// terminal is attached it renews the shell's lease (shellTouchEvery of
+// idleTTL): a shell whose client is gone keeps the sandbox no longer than
+// its idle TTL.
+func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command, env []string, idleTTL time.Duration) (code int, started bool, err error) {
 	api := engineAPI(dockerCli)
 	h, w := dockerCli.Out().GetTtySize()
 	r, err := helpercall.Do(ctx, api, helpercall.Call{Container: id,
@@ -149,6 +171,11 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 		},
 		Attach: container.ExecAttachOptions{Tty: true, ConsoleSize: &[2]uint{h, w}},
 		Session: func(execID string, hj types.HijackedResponse) error {
+			if every := shellTouchEvery(idleTTL); every > 0 {
+				tctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go touchShells(tctx, api, id, every)
+			}
 			return lcShellSession(ctx, dockerCli, execID, hj)
 		},
 		Inspect: true,
@@ -166,6 +193,31 @@ func lcShellExec(ctx context.Context, dockerCli command.Cli, id string, command,
 		return 0, true, core.Errorf(core.CodeSandboxGone, "lost the shell's stream")
 	}
 	return r.ExitCode, true, nil
+}
+
+// touchEngine is what touchShells asks the engine.
+type touchEngine interface {
+	ContainerExecCreate(ctx context.Context, container string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecStart(ctx context.Context, execID string, config container.ExecStartOptions) error
+}
+
+// touchShells renews the lease of the container's shells every period
+// until ctx ends: a detached `sandbox-helper touch` (errors are ignored: a
+// lease that lapses only lets the sandbox idle out).
+func touchShells(ctx context.Context, api touchEngine, id string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{User: core.SandboxUser, Cmd: []string{core.HelperPath, "touch"}})
+		if err == nil {
+			_ = api.ContainerExecStart(ctx, resp.ID, container.ExecStartOptions{Detach: true})
+		}
+	}
 }
 
 // errShellDetached: the user detached (lcShellDetachKeys); the shell runs on.

@@ -67,6 +67,10 @@ func realMain(args []string) int {
 		return inside.Status(args[1:])
 	case "drain":
 		return inside.Drain(args[1:], os.Stdout, os.Stderr)
+	case "shell":
+		return inside.Shell(args[1:])
+	case "touch":
+		return inside.Touch(args[1:])
 	case "channel":
 		return inside.Channel(args[1:])
 	case "proxy":
@@ -78,7 +82,7 @@ func realMain(args []string) int {
 		usage(os.Stdout)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, drain, channel, proxy or version)\n", args[0])
+		fmt.Fprintf(os.Stderr, "sandbox-helper: unknown subcommand %q (want init, run, signal, fs, status, drain, channel, shell, touch, proxy or version)\n", args[0])
 		return 2
 	}
 }
@@ -91,6 +95,8 @@ func usage(w io.Writer) {
   sandbox-helper signal --token TOKEN
   sandbox-helper status [--newest DIR...]
   sandbox-helper fs [--target SCOPE[/SESSION]] COMMAND [ARGS...]
+  sandbox-helper shell [--] COMMAND [ARGS...]
+  sandbox-helper touch
   sandbox-helper proxy [FLAGS] | proxy policy|networks|logs|state|wait ...
   sandbox-helper version
 `)

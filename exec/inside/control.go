@@ -46,6 +46,10 @@ const (
 	opUndrain  = "undrain"
 	opStatus   = "status"
 	opSignal   = "signal"
+	// opTouch renews the lease of the sandbox's shells (shell.go): from a
+	// shell wrapper as it starts, and from `sandbox-helper touch`, which
+	// the plugin runs while a shell's terminal is attached.
+	opTouch = "touch"
 )
 
 // Refusals and stop reasons (also RunStatus error codes).

@@ -153,6 +153,9 @@ type supervisor struct {
 	diskDone chan diskScan
 	// kernels, by language (exec --kernel, kernel.go).
 	kernels map[string]*kernelSlot
+	// shellLease: until when the sandbox's shells count as activity
+	// (opTouch; shell.go).
+	shellLease time.Time
 }
 
 func newSupervisor(o initOptions, self int, now time.Time) *supervisor {
@@ -187,6 +190,8 @@ type decision struct {
 //     traced was stopped by sandboxed code: kill it (its exec ends, its
 //     program's processes become orphans);
 //   - a `run` wrapper older than its --timeout plus runGrace is hung: kill it;
+//   - a shell wrapper keeps the sandbox busy while its client leases it
+//     (leased: a touch within the idle TTL), else it is not activity;
 //   - any other live exec root keeps the sandbox busy (a stopped one that is
 //     not the helper does not);
 //   - an orphan (a process re-parented to PID 1) belongs to no live run
@@ -194,7 +199,7 @@ type decision struct {
 //     where it does not (older gVisor), kill orphans once no run lives.
 //
 // age gives a process's age from its start time in clock ticks.
-func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper bool, age func(uint64) time.Duration) decision {
+func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper, leased bool, age func(uint64) time.Duration) decision {
 	var d decision
 	for _, p := range procs {
 		r, ok := roots[p.PID]
@@ -212,6 +217,8 @@ func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper bool, 
 			d.kill = append(d.kill, p.PID)
 		case r.kind == "channel":
 			// An idle channel is not activity: its calls' runs are.
+		case r.kind == "shell" && !leased:
+			// A shell nobody holds open is not activity.
 		case stopped:
 		default:
 			d.busy = true
@@ -254,7 +261,7 @@ func (s *supervisor) tick(now time.Time) (end bool) {
 	}
 	roots := readRoots(procRoot, procs, s.self)
 	up := uptime(procRoot)
-	d := decide(procs, roots, s.self, s.subreaper, func(start uint64) time.Duration {
+	d := decide(procs, roots, s.self, s.subreaper, now.Before(s.shellLease), func(start uint64) time.Duration {
 		if up <= 0 {
 			return 0
 		}
@@ -381,6 +388,14 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 			s.killChannels()
 			rep.OK = true
 		}
+	case ev.req.Op == opTouch && (ev.kind == "touch" || ev.kind == "shell"):
+		lease := s.o.ttl
+		if lease <= 0 {
+			lease = time.Hour // no idle expiry: nothing to hold off
+		}
+		s.shellLease = now.Add(lease)
+		s.lastBusy = now
+		rep.OK = true
 	case ev.req.Op == opUndrain && ev.kind == "drain":
 		delete(s.drains, ev.req.Token)
 		rep.OK = true

@@ -43,6 +43,8 @@ func TestDecide(t *testing.T) {
 	fsRoot := procStat{PID: 20, PPID: 0, State: 'T'}
 	shell := procStat{PID: 30, PPID: 0, State: 'S'}
 	shellStopped := procStat{PID: 31, PPID: 0, State: 'T'}
+	wrapper := procStat{PID: 32, PPID: 0, State: 'S'}
+	wrapperStopped := procStat{PID: 33, PPID: 0, State: 'T'}
 	orphan := procStat{PID: 40, PPID: 1, State: 'S'}
 	orphanZombie := procStat{PID: 41, PPID: 1, State: 'Z'}
 	child := procStat{PID: 50, PPID: 10, State: 'R'}
@@ -87,7 +89,25 @@ func TestDecide(t *testing.T) {
 		for _, r := range c.roots {
 			roots[r.PID] = r
 		}
-		got := decide(c.procs, roots, 1, c.subreaper, age)
+		got := decide(c.procs, roots, 1, c.subreaper, true, age)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: decide = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	// Shell wrappers (kind shell) count while their client leases them.
+	for _, c := range []struct {
+		name   string
+		p      procStat
+		kind   string
+		leased bool
+		want   decision
+	}{
+		{"a shell wrapper keeps it busy while leased", wrapper, "shell", true, decision{busy: true}},
+		{"a shell wrapper nobody leases is not activity, and lives", wrapper, "shell", false, decision{}},
+		{"a stopped shell wrapper is killed", wrapperStopped, "shell", false, decision{kill: []int{33}}},
+		{"an exec root that is not the helper is busy, lease or not", shell, "", false, decision{busy: true}},
+	} {
+		got := decide([]procStat{self, c.p}, map[int]rootInfo{c.p.PID: {procStat: c.p, kind: c.kind}}, 1, true, c.leased, age)
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: decide = %+v, want %+v", c.name, got, c.want)
 		}
@@ -119,6 +139,45 @@ func TestSupervisorIdle(t *testing.T) {
 	s3 := newSupervisor(initOptions{}, 1, t0)
 	if s3.tick(at(1e6)) {
 		t.Fatal("ttl 0 expired")
+	}
+}
+
+// TestSupervisorShellLease: a shell wrapper counts as activity while its
+// lease holds (a touch, from the wrapper or `sandbox-helper touch`, lasts
+// the idle TTL); after that the sandbox idles out around it. Only a shell
+// wrapper or `touch` may touch.
+func TestSupervisorShellLease(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	old := procRoot
+	defer func() { procRoot = old }()
+	procRoot = fakeProc(t, map[string]string{"32": "32 (sandbox-helper) S 0 32 32\n"})
+	writeProcFile(t, procRoot, "32", "cmdline", "/opt/sandbox/sandbox-helper\x00shell\x00--\x00bash\x00")
+	s := newSupervisor(initOptions{ttl: 5 * time.Second}, 1, t0)
+	touch := func(kind string, now time.Time) ctlReply {
+		reply := make(chan ctlReply, 1)
+		s.handle(ctlEvent{pid: 40, kind: kind, req: ctlRequest{Op: opTouch}, reply: reply}, now)
+		return <-reply
+	}
+	for _, kind := range []string{"run", "drain", ""} {
+		if rep := touch(kind, at(0)); rep.OK || rep.Refused != reasonNotServed {
+			t.Errorf("a touch from %q: %+v", kind, rep)
+		}
+	}
+	if rep := touch("shell", at(0)); !rep.OK {
+		t.Fatalf("the shell's own touch: %+v", rep)
+	}
+	if s.tick(at(4)) || s.tick(at(8)) {
+		t.Fatal("expired within the lease, or within the idle TTL of the last leased scan (4 s)")
+	}
+	if !s.tick(at(9.5)) {
+		t.Fatal("a shell nobody touched kept the sandbox 5.5 s past its lease")
+	}
+	if rep := touch("touch", at(10)); !rep.OK {
+		t.Fatalf("sandbox-helper touch: %+v", rep)
+	}
+	if s.tick(at(14.5)) {
+		t.Fatal("expired within a renewed lease")
 	}
 }
 
