@@ -187,8 +187,8 @@ func (s Spec) tmpfs() map[string]string {
 	t := map[string]string{"/tmp": "rw,nosuid,nodev,noexec,size=" + strconv.FormatInt(s.TmpSize, 10) + ",mode=1777"}
 	for _, v := range s.ImageVolumes {
 		p := path.Clean("/" + v)
-		if _, ok := t[p]; ok || p == core.WorkspaceDir || p == core.UserDir || p == "/" {
-			continue // ours already (CheckImage refuses paths under our volumes)
+		if _, ok := t[p]; ok || p == core.WorkspaceDir || p == core.UserDir || p == core.HelperDir || p == "/" {
+			continue // ours already: our mount at that path takes the image's place (CheckImage refuses paths under them)
 		}
 		t[p] = "ro,nosuid,nodev,noexec,size=4k,mode=0755"
 	}

@@ -88,3 +88,20 @@ func TestSessionHome(t *testing.T) {
 		}
 	}
 }
+
+// An image VOLUME at one of the sandbox's own mount points, however it is
+// spelled, gets no tmpfs: the sandbox's mount takes its place (a tmpfs over
+// /opt/sandbox hid the helper, and the container could not start).
+func TestTmpfsLeavesOurMounts(t *testing.T) {
+	s := testSpec()
+	s.ImageVolumes = []string{"/opt/sandbox", "/opt/sandbox/", "/opt/user/../sandbox", "opt/sandbox", "/opt/user", "//opt/workspace/", "/", "/data"}
+	_, hc := s.ContainerConfig()
+	for p := range hc.Tmpfs {
+		if p != "/tmp" && p != "/data" {
+			t.Errorf("a tmpfs at %s", p)
+		}
+	}
+	if _, ok := hc.Tmpfs["/data"]; !ok {
+		t.Errorf("no read-only tmpfs over the image's VOLUME /data: %v", hc.Tmpfs)
+	}
+}

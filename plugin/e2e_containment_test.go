@@ -563,6 +563,17 @@ CMD ["touch /opt/user/cmd-ran"]
 			}
 		}
 	})
+	t.Run("a VOLUME at one of the sandbox's mounts gives way to it", func(t *testing.T) {
+		for _, v := range []string{"/opt/sandbox", "/opt/user/", "/opt/workspace"} {
+			ref2 := "docker-sandbox-test-volimg:" + randID(4)
+			buildTestImage(t, ref2, "FROM "+busybox+"\nVOLUME "+v+"\n")
+			s2 := newScope(t)
+			r := sb(t, "exec", "-s", s2, "--image", ref2, "-c", "touch /opt/user/u /opt/workspace/w && echo ok")
+			if r.Code != 0 || r.Stdout != "ok\n" {
+				t.Errorf("VOLUME %s:\n%s", v, r)
+			}
+		}
+	})
 }
 
 // volumeUsage is the disk usage of a volume on the engine's host (the tests
@@ -892,4 +903,57 @@ echo "$d"`
 	wantStdout(t, r, "/opt/workspace/.local|/opt/workspace/.bashenv|/opt/workspace/.shenv|/opt/workspace/.pystartup.py|--require /opt/workspace/.hook.js --require=/opt/workspace/.hook2.js\n")
 	r = sb(t, "exec", "-s", s, "--image", ref, "--lang", "sh", "-c", `echo "$PYTHONUSERBASE"`)
 	wantStdout(t, r, "/opt/user/.local\n")
+}
+
+// TestContainmentDiskLimitKernelChild: a kernel's own code may leave a
+// process running between calls (README, Kernels): it is neither a run nor
+// activity, but PID 1 watches the disk while it lives, and past the limit
+// kills the kernels (the process, orphaned, dies with them). Started by one `exec --kernel` call that
+// returns at once, it writes 400 MiB into /opt/user under --disk 64m: the
+// volume must not grow past the limit plus the stated slack, and the next
+// call must be refused with disk_limit.
+func TestContainmentDiskLimitKernelChild(t *testing.T) {
+	needE2E(t)
+	const limit = 64 << 20
+	const slack = 192 << 20 // TestContainmentDiskLimit's: one measurement interval
+	s := newScope(t)
+	vol := "docker-sandbox-" + s + ".user"
+	args := []string{"exec", "-s", s, "--disk", "64m", "--idle-ttl", "60s"}
+	code := `import subprocess
+subprocess.Popen(["sh", "-c", "i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > /opt/user/big$i || exit; i=$((i+1)); done; echo done > /opt/user/writer-done"], start_new_session=True)
+print("started")`
+	r := sb(t, append(args, "--kernel", "--lang", "python", "-c", code)...)
+	wantCode(t, r, 0)
+	v, err := engine(t).VolumeInspect(context.Background(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func() bool { _, err := os.Stat(v.Mountpoint + "/writer-done"); return err == nil }
+	// Until the writer finished, was stopped, or wrote past the slack.
+	writing := func() bool {
+		procs, err := topCommands(t, "docker-sandbox-"+s)
+		if err != nil {
+			return false // the sandbox is gone, and its processes with it
+		}
+		for _, p := range procs {
+			if strings.Contains(p, "while [ $i -lt 400 ]") {
+				return true
+			}
+		}
+		return false
+	}
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end) && !done() && writing(); time.Sleep(200 * time.Millisecond) {
+		if used := volumeUsage(t, vol); used > limit+slack {
+			break
+		}
+	}
+	used := volumeUsage(t, vol)
+	t.Logf("volume usage: %d MiB (limit 64 MiB), writer finished: %v", used>>20, done())
+	if used > limit+slack {
+		t.Errorf("a kernel's child wrote %d MiB into /opt/user under a 64 MiB --disk (slack %d MiB)", used>>20, slack>>20)
+	}
+	r = sb(t, append(args, "--format", "json", "-c", "echo ran-over-limit")...)
+	if r.Code == 0 && used > limit {
+		t.Errorf("a run started while /opt/user holds %d MiB over a 64 MiB --disk:\n%s", used>>20, r)
+	}
 }

@@ -14,11 +14,14 @@ import (
 // /opt/user hold together (allocated blocks, each inode once) while anything
 // runs, at most every scanEvery and no more often than four times the last
 // scan's duration. Past the limit it tells every registered run to stop
-// (disk_limit) and refuses new runs until a measurement is back under it
-// (after `files rm` or `docker sandbox rm`). Between two measurements, a
-// fall of the filesystem's free space by more than half of what is left
-// under the limit starts one at once (diskWatchEvery), so that a fast
-// writer is stopped within about one measurement of the limit.
+// (disk_limit), kills the kernels (a process their code left running dies
+// with them, an orphan) and ends the shells, and refuses new runs until a
+// measurement is back under it (after `files rm` or `docker sandbox rm`).
+// Between two measurements, and while any process besides PID 1 lives (a
+// kernel between calls, or what its code left running, is not activity
+// but may write), a fall of the filesystem's free space by more than half
+// of what is left under the limit starts one at once (diskWatchEvery), so
+// that a fast writer is stopped within about one measurement of the limit.
 var diskRoots = []string{"/opt/workspace", "/opt/user"}
 
 // diskState is PID 1's view of the usage.
@@ -66,7 +69,7 @@ func (s *supervisor) startDiskScan() {
 // one started (the filesystem is shared with others: this only decides
 // when to measure, never the usage itself).
 func (s *supervisor) watchDisk(now time.Time) {
-	if s.o.diskLimit <= 0 || s.disk.scanning || (len(s.runs) == 0 && now.Sub(s.lastBusy) > time.Second) {
+	if s.o.diskLimit <= 0 || s.disk.scanning || (len(s.runs) == 0 && now.Sub(s.lastLive) > time.Second) {
 		return
 	}
 	free := statfsFree(diskRoots[0])
@@ -105,6 +108,7 @@ func (s *supervisor) applyDisk(r diskScan) {
 	over := !r.complete || r.used > s.o.diskLimit
 	if over && !s.disk.over {
 		s.notifyAll(ctlNotice{Stop: reasonDisk, Message: s.diskMessageFor(r)})
+		s.killKernels(s.diskMessageFor(r))
 	}
 	s.disk.over = over
 }

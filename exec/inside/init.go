@@ -90,6 +90,12 @@ func Init(args []string) int {
 	// An init that can be a subreaper runs on a kernel where each run's
 	// wrapper is one: orphans that reach PID 1 then belong to no live run.
 	sv.subreaper = setChildSubreaper() == nil
+	if o.diskLimit > 0 {
+		// The volumes may be over the limit already (a sandbox started
+		// anew on its scope's data): known before the first run, if the
+		// walk is quick enough, else measured at its registration.
+		sv.startDiskScan()
+	}
 	events := make(chan ctlEvent)
 	go acceptControl(ln, events)
 	if initReadyHook != nil {
@@ -156,6 +162,9 @@ type supervisor struct {
 	// shellLease: until when the sandbox's shells count as activity
 	// (opTouch; shell.go).
 	shellLease time.Time
+	// lastLive: the last scan that saw any process besides PID 1 (the
+	// disk watch runs while anything lives, activity or not).
+	lastLive time.Time
 }
 
 func newSupervisor(o initOptions, self int, now time.Time) *supervisor {
@@ -246,8 +255,16 @@ func (s *supervisor) tick(now time.Time) (end bool) {
 			fmt.Fprintf(os.Stderr, "sandbox-helper init: cannot list processes, idle expiry disabled: %v\n", err)
 			s.loggedErr = true
 		}
-		s.lastBusy = now
+		s.lastBusy, s.lastLive = now, now
 		return s.lifetimeOver(now)
+	}
+	// Anything but PID 1 alive (a kernel, a process a kernel's code left
+	// running, a shell) may write: the disk watch goes on (watchDisk).
+	for _, p := range procs {
+		if p.PID != s.self && p.State != 'Z' {
+			s.lastLive = now
+			break
+		}
 	}
 	// Kernels are PID 1's children, not orphans.
 	if kp := s.kernelPIDs(); len(kp) > 0 {
@@ -270,6 +287,15 @@ func (s *supervisor) tick(now time.Time) (end bool) {
 	for _, pid := range d.kill {
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			s.killed++
+		}
+	}
+	if s.disk.over {
+		// Over the disk limit, nothing writes on: shells end (their
+		// wrapper kills what they started), as kernels did (applyDisk).
+		for pid, r := range roots {
+			if r.kind == "shell" {
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+			}
 		}
 	}
 	// Registrations whose process is gone or no longer a live root.
@@ -364,6 +390,11 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 		s.kernelDone(ev)
 		return
 	case ev.req.Op == opRegister && (ev.kind == "run" || ev.kind == "fs"):
+		if s.o.diskLimit > 0 && s.disk.at.IsZero() {
+			// Not measured yet in this container: measure before the
+			// first run starts, not while it runs.
+			s.scanDiskNow()
+		}
 		switch {
 		case s.draining(now):
 			rep.Refused, rep.Message = reasonDraining, "the sandbox is being stopped or removed"
