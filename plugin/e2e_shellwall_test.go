@@ -179,7 +179,7 @@ func TestContainmentShellPlants(t *testing.T) {
 			if c.image != "" {
 				env = append(env, "DOCKER_SANDBOX_IMAGE="+c.image)
 			}
-			out, ended := ptyShellAbandon(t, env, s, "exit\n", 15*time.Second)
+			out, ended := ptyShellAbandon(t, env, s, "exit\n", 5*time.Second)
 			t.Logf("shell ended by itself after exit: %v\n%s", ended, out)
 
 			// PID 1 must not have answered the planted program.
