@@ -39,3 +39,14 @@ func BaseLabels(kind string) map[string]string {
 	}
 	return l
 }
+
+// PlainVolume reports whether a volume's driver and driver options are
+// those of every volume the plugin makes: the engine's local driver and no
+// options. Labels can be copied; a volume whose options bind a host folder
+// or mount an NFS export, or that another driver serves, is not the
+// plugin's whatever its name and labels say (a sandbox would hand that
+// folder to its code; the helper volume's content runs as every sandbox's
+// PID 1). An empty driver is what a test's fake engine reports.
+func PlainVolume(driver string, options map[string]string) bool {
+	return (driver == "local" || driver == "") && len(options) == 0
+}

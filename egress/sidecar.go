@@ -303,8 +303,8 @@ func (m *Manager) ensure(ctx context.Context, s *Settings) (*container.InspectRe
 }
 
 // dataVolume checks that the sidecar's volume, when it exists, is the
-// plugin's (name, labels and kind): a look-alike would be given every
-// scope's credentials. ok is false when there is none.
+// plugin's (name, labels, kind, and the local driver with no options): a
+// look-alike would be given every scope's credentials. ok is false when there is none.
 func (m *Manager) dataVolume(ctx context.Context) (bool, error) {
 	v, err := m.Engine.VolumeInspect(ctx, VolumeName)
 	if notFound(err) {
@@ -313,7 +313,7 @@ func (m *Manager) dataVolume(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, core.EngineError(err, "cannot inspect volume "+VolumeName)
 	}
-	if v.Name != VolumeName || v.Labels[core.LabelManaged] != "true" || v.Labels[core.LabelKind] != KindData {
+	if v.Name != VolumeName || v.Labels[core.LabelManaged] != "true" || v.Labels[core.LabelKind] != KindData || !core.PlainVolume(v.Driver, v.Options) {
 		return false, core.Errorf(core.CodeEngineError, "a volume named %s exists and is not the egress data of docker sandbox: remove or rename it", VolumeName)
 	}
 	return true, nil

@@ -280,6 +280,14 @@ func TestSquattedObjectsRefused(t *testing.T) {
 	if _, err := m.Kept(ctx); err == nil || !strings.Contains(err.Error(), "not the egress data") {
 		t.Errorf("Kept with a look-alike volume: %v", err)
 	}
+	// One with the right labels whose driver options bind a host folder.
+	f = &fakeEngine{volumes: map[string]volume.Volume{VolumeName: {Name: VolumeName, Driver: "local",
+		Labels:  map[string]string{core.LabelManaged: "true", core.LabelKind: KindData},
+		Options: map[string]string{"type": "none", "o": "bind", "device": "/tmp/x"}}}}
+	m = &Manager{Engine: f, Images: fakeImages{}}
+	if _, err := m.Kept(ctx); err == nil || !strings.Contains(err.Error(), "not the egress data") {
+		t.Errorf("Kept with a bind look-alike volume: %v", err)
+	}
 }
 
 // The networks file is pushed only when it changed: when the link next to

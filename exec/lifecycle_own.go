@@ -115,14 +115,17 @@ func OwnSandboxInspect(c *container.InspectResponse) (core.Target, bool) {
 
 // OwnVolume reports the target and kind (KindUser or KindWorkspace) whose
 // volume this is: its name parses (ParseVolumeName) to the target and kind
-// its labels name. ok is false for anything else: a volume named like a
-// scope's without the labels, or with labels that name another target.
+// its labels name, with the local driver and no driver options
+// (core.PlainVolume). ok is false for anything else: a volume named like a
+// scope's without the labels, with labels that name another target, or
+// one bound to a host folder or served by another driver.
 func OwnVolume(v *volume.Volume) (core.Target, string, bool) {
 	if v == nil {
 		return core.Target{}, "", false
 	}
 	t, kind, ok := core.ParseVolumeName(v.Name)
-	if !ok || !managedAs(v.Labels, kind) || v.Labels[core.LabelScope] != t.Scope || v.Labels[core.LabelSession] != t.Session {
+	if !ok || !managedAs(v.Labels, kind) || v.Labels[core.LabelScope] != t.Scope || v.Labels[core.LabelSession] != t.Session ||
+		!core.PlainVolume(v.Driver, v.Options) {
 		return core.Target{}, "", false
 	}
 	return t, kind, true
@@ -142,7 +145,7 @@ func OwnScopeNetwork(name string, labels map[string]string) (string, bool) {
 // ownHelperVolume: a helper volume (kind helper, named in the plugin's
 // helper namespace).
 func ownHelperVolume(v *volume.Volume) bool {
-	return v != nil && managedAs(v.Labels, core.KindHelper) && isHelperVolumeName(v.Name)
+	return v != nil && managedAs(v.Labels, core.KindHelper) && isHelperVolumeName(v.Name) && core.PlainVolume(v.Driver, v.Options)
 }
 
 // ownSeeder: the container that seeds a sandbox's volumes, as run.go's

@@ -291,8 +291,10 @@ var pathToken = regexp.MustCompile(`[^:;,\s"'=]+`)
 // SessionValue is an environment variable's value with every absolute
 // path in it that lies under /opt/user (after lexical cleaning: //opt/user,
 // /opt/./user, /opt/x/../user) moved to the same place under
-// /opt/workspace. Relative paths and links are not followed: an image
-// that reaches /opt/user through them does so on purpose.
+// /opt/workspace. Relative paths, links and what the image's programs
+// expand or decode (${X}, %75) are not followed: an image that reaches
+// /opt/user through them does so on purpose, and an image runs code of its
+// choosing in every session anyway (README, Model).
 func SessionValue(v string) string {
 	return pathToken.ReplaceAllStringFunc(v, func(tok string) string {
 		if tok[0] != '/' {

@@ -799,6 +799,8 @@ func TestContainmentForeignVolumes(t *testing.T) {
 		{"user volume, no plugin labels", "", "user", nil},
 		{"session workspace, no plugin labels", "w", "ws", nil},
 		{"user volume labelled for another scope", "", "user", []string{"com.docker.sandbox.managed=true", "com.docker.sandbox.kind=user", "com.docker.sandbox.scope=someone-else"}},
+		// Labels right for the scope, but the volume binds a host folder.
+		{"user volume with the scope's labels bound to a host folder", "", "user", []string{"com.docker.sandbox.managed=true", "com.docker.sandbox.kind=user", "com.docker.sandbox.scope=SCOPE"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScope(t)
@@ -808,7 +810,10 @@ func TestContainmentForeignVolumes(t *testing.T) {
 			}
 			args := []string{"volume", "create", "--label", "com.docker.sandbox.test-run=" + lookupEnv("DOCKER_SANDBOX_TEST_RUN")}
 			for _, l := range c.labels {
-				args = append(args, "--label", l)
+				args = append(args, "--label", strings.ReplaceAll(l, "SCOPE", s))
+			}
+			if strings.Contains(c.name, "host folder") {
+				args = append(args, "--opt", "type=none", "--opt", "o=bind", "--opt", "device="+t.TempDir())
 			}
 			if out, err := osexec.Command("docker", append(args, vol)...).CombinedOutput(); err != nil {
 				t.Fatalf("docker volume create: %v\n%s", err, out)

@@ -252,3 +252,42 @@ func TestContainmentShellAbandoned(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestShellLeaseFollowsSandboxTTL: a shell whose terminal is attached
+// and in use keeps its sandbox (`shell --help`: "While the shell is open
+// the sandbox is busy: it does not expire"), whatever the TTL of the
+// shell's own configuration: the client renews the lease at a third of
+// the sandbox's TTL (its container's label), here 3 s where the shell's
+// configuration has 10m (a touch a minute) or none (no touch at all).
+func TestShellLeaseFollowsSandboxTTL(t *testing.T) {
+	needE2E(t)
+	if underRunsc() {
+		testenv.Skip(t, "the shell tests run under runc (not in the runsc pass)")
+	}
+	for _, c := range []struct{ name, configTTL string }{
+		{"config 10m", ""},
+		{"config never", "DOCKER_SANDBOX_IDLE_TTL=0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newScope(t)
+			name := "docker-sandbox-" + s
+			wantCode(t, sb(t, "exec", "-s", s, "--idle-ttl", "3s", "-c", "true"), 0)
+			var env []string
+			if c.configTTL != "" {
+				env = append(env, c.configTTL)
+			}
+			// The user works in the shell for 10 s (a command that runs
+			// that long), then ends it.
+			out, code := ptyShell(t, env, "", 24, 80, s, [][2]string{
+				{"$ ", "echo RE$((1+1))DY\n"},
+				{"RE2DY", "sleep 10; echo ST$((1+1))ILL; exit 4\n"},
+			})
+			if code != 4 || !strings.Contains(out, "ST2ILL") {
+				t.Errorf("the attached shell was ended under its user (exit %d, want 4 after ST2ILL):\n%s", code, out)
+			}
+			if _, err := engine(t).ContainerInspect(context.Background(), name); err != nil {
+				t.Errorf("the sandbox expired while its shell was open and in use: %v", err)
+			}
+		})
+	}
+}

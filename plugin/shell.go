@@ -116,7 +116,7 @@ func runShell(ctx context.Context, dockerCli command.Cli, cmd *cobra.Command, ar
 		if err != nil {
 			return err
 		}
-		code, started, err := lcShellExec(ctx, dockerCli, id, shellWrapped(command), env, spec.IdleTTL)
+		code, started, err := lcShellExec(ctx, dockerCli, id, shellWrapped(command), env, sandboxIdleTTL(ctx, engineAPI(dockerCli), id))
 		switch {
 		case err == nil && code == 0:
 			return nil
@@ -143,9 +143,28 @@ func shellWrapped(command []string) []string {
 	return append([]string{core.HelperPath, "shell", "--"}, command...)
 }
 
+// sandboxIdleTTL is the idle TTL the sandbox's PID 1 runs with (its
+// container's label), which can differ from this call's configuration: a
+// shell joins a sandbox whatever its TTL. Unknown: 1 s, the shortest, so
+// that the shell's lease never lapses while it is attached.
+func sandboxIdleTTL(ctx context.Context, api interface {
+	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+}, id string) time.Duration {
+	c, err := api.ContainerInspect(ctx, id)
+	if err != nil || c.Config == nil {
+		return time.Second
+	}
+	ttl, err := time.ParseDuration(c.Config.Labels[core.LabelIdleTTL])
+	if err != nil || ttl < 0 {
+		return time.Second
+	}
+	return ttl
+}
+
 // shellTouchEvery is how often the client renews its shell's lease
-// (`sandbox-helper touch`) for an idle TTL of ttl: three times per TTL,
-// between once a second and once a minute; never for no TTL.
+// (`sandbox-helper touch`) in a sandbox whose idle TTL is ttl: three times
+// per TTL, between once a second and once a minute; never for no TTL. PID 1
+// grants a lease of its TTL, 5 s at least.
 func shellTouchEvery(ttl time.Duration) time.Duration {
 	if ttl <= 0 {
 		return 0

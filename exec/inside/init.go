@@ -42,6 +42,8 @@ const (
 	// own kill sweep and output drain take up to killDeadline+drainTimeout)
 	// before PID 1 kills it as hung.
 	runGrace = killDeadline + drainTimeout + 2*time.Second
+	// shellLeaseMin is the shortest lease a shell's touch gives (opTouch).
+	shellLeaseMin = 5 * time.Second
 	// lifetimeGrace is how long PID 1 waits, at the max lifetime, for the
 	// registered runs to report before it ends the sandbox.
 	lifetimeGrace = 3 * time.Second
@@ -420,8 +422,10 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 			rep.OK = true
 		}
 	case ev.req.Op == opTouch && (ev.kind == "touch" || ev.kind == "shell"):
-		lease := s.o.ttl
-		if lease <= 0 {
+		// The client renews three times per TTL, at most once a second:
+		// 5 s at least leaves room for a slow exec on a short TTL.
+		lease := max(s.o.ttl, shellLeaseMin)
+		if s.o.ttl <= 0 {
 			lease = time.Hour // no idle expiry: nothing to hold off
 		}
 		s.shellLease = now.Add(lease)

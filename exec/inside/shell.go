@@ -21,7 +21,8 @@ import (
 // The wrapper is an exec root of kind "shell". PID 1 counts it as activity
 // only while the shell's client leases it: the wrapper's own start, then
 // `sandbox-helper touch` calls that the plugin makes while the user's
-// terminal is attached (opTouch); each lease lasts the idle TTL. A shell
+// terminal is attached (opTouch); each lease lasts the idle TTL (5 s at
+// least), and the client renews it three times per TTL. A shell
 // whose client is gone (closed terminal, killed client, a program that
 // never exits) does not keep the sandbox past its idle TTL.
 //
