@@ -864,39 +864,8 @@ func ptyShell(t *testing.T, env []string, global string, rows, cols int, args st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	inner := fmt.Sprintf("stty rows %d cols %d; exec docker %s sandbox shell %s", rows, cols, global, args)
-	cmd := osexec.CommandContext(ctx, "script", "-qefc", inner, "/dev/null")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir()
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu  sync.Mutex
-		out bytes.Buffer
-	)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		buf := make([]byte, 4096)
-		for {
-			n, err := stdout.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	seen := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
+	p := startPty(t, ctx, env, fmt.Sprintf("stty rows %d cols %d; exec docker %s sandbox shell %s", rows, cols, global, args))
+	cmd, stdin, readDone, seen := p.cmd, p.stdin, p.readDone, p.seen
 	for _, st := range steps {
 		trigger, input := st[0], st[1]
 		poll(t, 60*time.Second, func() error {
@@ -922,6 +891,52 @@ func ptyShell(t *testing.T, env []string, global string, rows, cols int, args st
 		t.Fatalf("the shell did not end:\n%s", seen())
 	}
 	return seen(), code
+}
+
+// ptyRun is a command running on a pseudo-terminal (script(1)): its
+// input, and its output so far.
+type ptyRun struct {
+	cmd      *osexec.Cmd
+	stdin    io.WriteCloser
+	readDone chan struct{} // closed when the output ends
+	mu       sync.Mutex
+	out      bytes.Buffer
+}
+
+// seen is the output so far.
+func (p *ptyRun) seen() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// startPty starts the shell command line inner on a pseudo-terminal, with
+// env added, in a temporary folder; ctx ending kills it.
+func startPty(t *testing.T, ctx context.Context, env []string, inner string) *ptyRun {
+	t.Helper()
+	p := &ptyRun{cmd: osexec.CommandContext(ctx, "script", "-qefc", inner, "/dev/null"), readDone: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Dir = t.TempDir()
+	p.stdin, _ = p.cmd.StdinPipe()
+	stdout, _ := p.cmd.StdoutPipe()
+	p.cmd.Stderr = p.cmd.Stdout
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.readDone)
+		buf := make([]byte, 4096)
+		for {
+			n, err := stdout.Read(buf)
+			p.mu.Lock()
+			p.out.Write(buf[:n])
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return p
 }
 
 // TestLifecycleShell: an interactive shell on a TTY, as the sandbox user, in

@@ -13,10 +13,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	osexec "os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,38 +59,8 @@ func ptyShellAbandon(t *testing.T, env []string, args, input string, wait time.D
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := osexec.CommandContext(ctx, "script", "-qefc", "stty rows 24 cols 80; exec "+pluginBin+" shell "+args, "/dev/null")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir()
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu  sync.Mutex
-		out bytes.Buffer
-	)
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		buf := make([]byte, 4096)
-		for {
-			n, err := stdout.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	seen := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
+	p := startPty(t, ctx, env, "stty rows 24 cols 80; exec "+pluginBin+" shell "+args)
+	cmd, stdin, readDone, seen := p.cmd, p.stdin, p.readDone, p.seen
 	poll(t, 60*time.Second, func() error {
 		if !strings.Contains(seen(), "$ ") {
 			return fmt.Errorf("no prompt from the shell yet: %q", seen())
