@@ -717,8 +717,11 @@ func (e *execStartError) Error() string { return "the engine could not start the
 // The engine's words for a container that is going, not for a container
 // that lacks what a sandbox has (a missing helper or working directory is
 // "no such file or directory": not a sandbox, and never worth waiting for).
+// "paused" is the engine's "is paused" and runc's "cannot exec in a paused
+// state" (an exec created just before a frozen read paused the sandbox:
+// FrozenReader).
 var (
-	goingWords = []string{"stopped", "not running", "is paused", "no such exec", "no such container", "is restarting",
+	goingWords = []string{"stopped", "not running", "paused", "no such exec", "no such container", "is restarting",
 		"being removed", "removal of container"}
 	taskNotFound = regexp.MustCompile(`task [0-9a-f]+ not found`)
 )
@@ -933,6 +936,13 @@ func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func())
 			cleanup()
 			return "", err
 		}
+	}
+	// A frozen read out of another container of the scope found it alone
+	// on the scope's volume: this one starts once that read is over.
+	if err := WaitUnpaused(ctx, m.Engine, spec.Target, resp.ID); err != nil {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+		cleanup()
+		return "", core.EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {

@@ -44,6 +44,18 @@ type Copier struct {
 	// is reported in the result's Skipped, and the rest of the copy
 	// completes. It applies in every direction.
 	Strict bool
+	// Frozen, when set, reads a sandbox -> host copy through the engine's
+	// archive endpoint while the sandbox is paused, where that is safe
+	// (exec.FrozenReader); otherwise, and when it is not set, the helper
+	// streams the copy.
+	Frozen FrozenSource
+}
+
+// FrozenSource hands consume the archive of path in t's sandbox (docker
+// cp's layout: the path's own entry first) and reports ok; ok false: it did
+// nothing (the copy streams through the helper instead).
+type FrozenSource interface {
+	ReadFrozen(ctx context.Context, t core.Target, path string, mustBeDir bool, consume func(io.Reader) error) (ok bool, err error)
 }
 
 // errStopped tells a producer or the helper's stream that the other side
@@ -94,12 +106,19 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		}
 		defer base.Close()
 		var res *tarsafe.Result
-		err = c.fromSandbox(ctx, src.Target, c.outArgs(src), func(r io.Reader) error {
+		extract := func(r io.Reader) error {
 			var err error
 			res, err = tarsafe.Extract(base, tarsafe.Dest{Path: rel, MustBeDir: dst.DirSuffix, Contents: src.Contents, Display: dst.Arg}, r,
 				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask, Strict: c.Strict})
 			return err
-		})
+		}
+		if c.Frozen != nil {
+			if ok, err := c.Frozen.ReadFrozen(ctx, src.Target, src.Path, src.DirSuffix, extract); ok {
+				return res, err
+			}
+			res = nil
+		}
+		err = c.fromSandbox(ctx, src.Target, c.outArgs(src), extract)
 		return res, err
 	case src.Kind == Sandbox && dst.Kind == Stdio:
 		var res *tarsafe.Result

@@ -35,11 +35,15 @@ func copyLimits(c *config.Config, flags *pflag.FlagSet) (tarsafe.Limits, error) 
 func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keepMode bool) *files.Copier {
 	m := manager(dockerCli, c)
 	b := builder(dockerCli, c)
-	return &files.Copier{
+	cp := &files.Copier{
 		Runner: checkedRunner{Runner: m, engine: engineAPI(dockerCli), src: c.Source("network")},
 		Spec:   func(t core.Target) sbexec.Spec { return sandboxSpec(c, b, t) },
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}
+	if c.CopyFrozen {
+		cp.Frozen = &sbexec.FrozenReader{Engine: engineAPI(dockerCli)}
+	}
+	return cp
 }
 
 // termBytes is a name from a sandbox for the terminal: its exact bytes

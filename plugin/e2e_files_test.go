@@ -665,47 +665,7 @@ func TestCpSymlinkSwapRace(t *testing.T) {
 	if hostname == "" {
 		t.Fatal("no hostname")
 	}
-	swapper := `
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-AT, EXCHANGE = -100, 2
-os.chdir('/opt/workspace')
-os.nice(10)  # a tight loop, but let the copies run on a small machine
-pairs = [(b'd', b'l'), (b't/sub', b't/l'), (b'w', b'wl')]
-n = 0
-print('swapping', flush=True)
-while not os.path.exists('stop'):
-    for a, b in pairs:
-        if libc.renameat2(AT, a, AT, b, EXCHANGE) != 0:
-            sys.exit('renameat2: errno %d' % ctypes.get_errno())
-    n += 1
-print(n)
-`
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	bg := osexec.CommandContext(ctx, pluginBin, "exec", "-s", s, "--timeout", "110s", "--lang", "python", "-c", swapper)
-	bgOut := &cpSyncBuffer{}
-	bg.Stdout, bg.Stderr = bgOut, bgOut
-	if err := bg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		sbIn(t, "", "files", "put", s+":stop")
-		bg.Wait()
-	}
-	t.Cleanup(stop)
-	poll(t, 30*time.Second, func() error {
-		if !strings.Contains(bgOut.String(), "swapping") {
-			return fmt.Errorf("the swapper has not started: %q", bgOut.String())
-		}
-		return nil
-	})
+	stop, bgOut := cpSwapper(t, s, `[(b'd', b'l'), (b't/sub', b't/l'), (b'w', b'wl')]`)
 
 	host := t.TempDir()
 	canary := newCpCanary(t)
@@ -818,6 +778,58 @@ print(n)
 			t.Errorf("unexpected %s next to the destinations", e.Name())
 		}
 	}
+}
+
+// cpSwapper starts a program in the scope's sandbox that exchanges each
+// pair of paths (a Python list of byte-string pairs, relative to
+// /opt/workspace) with renameat2(RENAME_EXCHANGE) in a tight loop, and
+// waits until it runs. stop ends it (also at the test's end); the output
+// is "swapping", then the number of rounds.
+func cpSwapper(t *testing.T, s, pairs string) (stop func(), out *cpSyncBuffer) {
+	t.Helper()
+	swapper := `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+AT, EXCHANGE = -100, 2
+os.chdir('/opt/workspace')
+os.nice(10)  # a tight loop, but let the copies run on a small machine
+pairs = ` + pairs + `
+n = 0
+print('swapping', flush=True)
+while not os.path.exists('stop'):
+    for a, b in pairs:
+        if libc.renameat2(AT, a, AT, b, EXCHANGE) != 0:
+            sys.exit('renameat2: errno %d' % ctypes.get_errno())
+    n += 1
+print(n)
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	bg := osexec.CommandContext(ctx, pluginBin, "exec", "-s", s, "--timeout", "110s", "--lang", "python", "-c", swapper)
+	out = &cpSyncBuffer{}
+	bg.Stdout, bg.Stderr = out, out
+	if err := bg.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		sbIn(t, "", "files", "put", s+":stop")
+		bg.Wait()
+		cancel()
+	}
+	t.Cleanup(stop)
+	poll(t, 30*time.Second, func() error {
+		if !strings.Contains(out.String(), "swapping") {
+			return fmt.Errorf("the swapper has not started: %q", out.String())
+		}
+		return nil
+	})
+	return stop, out
 }
 
 // cpSyncBuffer is a buffer a process writes while the test reads it.

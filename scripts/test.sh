@@ -541,7 +541,7 @@ run_go_test() {
 # config) are runtime-independent and run once.
 # DOCKER_SANDBOX_RUNSC_PASS_RUN and DOCKER_SANDBOX_RUNSC_PASS_COUNT narrow or repeat
 # the pass (with DOCKER_SANDBOX_RUNSC_PASS_ONLY=1, to check one test under gVisor).
-RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestRuntimeRunscDifferences)$}"
+RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestCpFrozenRoute|TestRuntimeRunscDifferences)$}"
 RUNSC_PASS_COUNT="${DOCKER_SANDBOX_RUNSC_PASS_COUNT:-1}"
 
 run_runsc_pass() {
@@ -585,6 +585,18 @@ CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^(TestExec|TestKe
 run_channel_off_pass() {
 	run_go_pass "exec-channel-off pass" DOCKER_SANDBOX_EXEC_CHANNEL=false -race -count=1 -timeout 10m -p 1 -v \
 		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/
+}
+
+# The copy-frozen pass: the hostile copy-out tests again with copy_frozen =
+# true (a copy to the host reads the engine's archive endpoint while the
+# sandbox is paused; off by default), so that every containment rule is
+# shown to hold on that route too. Only on a full run. Budget: 1 minute.
+# TestCpFrozen* turn it on themselves and run in the main pass.
+COPY_FROZEN_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
+
+run_copy_frozen_pass() {
+	run_go_pass "copy-frozen pass" DOCKER_SANDBOX_COPY_FROZEN=true -race -count=1 -timeout 10m -p 1 -v \
+		-run "$COPY_FROZEN_PASS_TESTS" ./plugin/
 }
 
 # channel_procs lists the exec channel processes (exec/channel) this run's
@@ -678,6 +690,7 @@ if ! podman_fixture_stop; then
 fi
 if (($# == 0)); then
 	phase "exec-channel-off pass" run_channel_off_pass
+	phase "copy-frozen pass" run_copy_frozen_pass
 	phase "runsc pass" run_runsc_pass
 	phase arm64 run_arm64
 fi

@@ -167,6 +167,13 @@ type Config struct {
 	// channel (exec_channel; package exec/channel).
 	ExecChannel bool
 
+	// CopyFrozen: a copy from a running sandbox (runc) to the host reads
+	// through the engine's archive endpoint while the sandbox is paused,
+	// where that is safe (copy_frozen; exec.FrozenReader). Off by default:
+	// an engine exec started into the sandbox as it is paused can wedge it
+	// (README, Files: cp and files).
+	CopyFrozen bool
+
 	// Caps of one cp or files call (host extraction and the helper's).
 	CopyMaxSize     int64 // copy_max_size, bytes
 	CopyMaxFileSize int64 // copy_max_file_size, bytes; 0: copy_max_size

@@ -144,6 +144,7 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"nofile","value":1024,"source":"default"},` +
 		`{"key":"tmp_size","value":536870912,"source":"default"},` +
 		`{"key":"exec_channel","value":true,"source":"default"},` +
+		`{"key":"copy_frozen","value":false,"source":"default"},` +
 		`{"key":"max_sandboxes","value":50,"source":"default"},` +
 		`{"key":"copy_max_size","value":2147483648,"source":"default"},` +
 		`{"key":"copy_max_file_size","value":0,"source":"default"},` +
@@ -300,7 +301,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, exec_channel, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, kernel, kernel_reset, scope.NAME, lang.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, exec_channel, copy_frozen, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, kernel, kernel_reset, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string

@@ -66,6 +66,7 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"nofile":             {`512`, `4096`},
 	"tmp_size":           {`"64m"`, `"1g"`},
 	"exec_channel":       {"", `false`},
+	"copy_frozen":        {"", `true`},
 	"max_sandboxes":      {`5`, `500`},
 	"copy_max_size":      {`"1g"`, `"4g"`},
 	"copy_max_file_size": {`"1g"`, ""}, // the default is 0 (unlimited): any value narrows
