@@ -138,6 +138,10 @@ func (f *FrozenReader) ReadFrozen(ctx context.Context, t core.Target, p string, 
 	}
 	r := &frozenBody{r: body, thaw: th}
 	cerr = consume(r)
+	// The engine holds the container's lock until the archive is read or
+	// closed: close it before the unpause (a copy that stopped early, over
+	// its limit, would otherwise wait for an unpause that waits for it).
+	body.Close()
 	if terr := th.do(); terr != nil {
 		return true, terr
 	}

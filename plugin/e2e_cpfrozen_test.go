@@ -43,11 +43,22 @@ func cpWatch(t *testing.T, id string) *cpEventLog {
 		filters.Arg("event", "archive-path"), filters.Arg("event", "update"))})
 	go func() {
 		defer close(l.done)
+		var paused int64
 		for {
 			select {
 			case m := <-msgs:
 				l.mu.Lock()
 				l.n[string(m.Action)]++
+				switch m.Action {
+				case "pause":
+					paused = m.TimeNano
+				case "unpause":
+					// A pause that lasted until FrozenBudget (20 s) ended
+					// it: the unpause waited for something.
+					if paused != 0 && time.Duration(m.TimeNano-paused) > 10*time.Second {
+						l.n["unpause after 10 s"]++
+					}
+				}
 				l.mu.Unlock()
 			case <-errs:
 				return
@@ -106,13 +117,16 @@ func cpWantEvents(t *testing.T, what string, got map[string]int, pauses int) {
 	if got["pause"] != pauses || got["unpause"] != pauses {
 		t.Errorf("%s: %d pauses and %d unpauses of the sandbox, want %d of each", what, got["pause"], got["unpause"], pauses)
 	}
+	if n := got["unpause after 10 s"]; n != 0 {
+		t.Errorf("%s: %d unpauses came more than 10 s after their pause", what, n)
+	}
 }
 
 func TestCpFrozenRoute(t *testing.T) {
 	needE2E(t)
 	s := newScope(t)
 	cpSh(t, s, `mkdir -p d/e && echo deep > d/e/f && ln d/e/f d/hard && ln -s /etc d/etc && ln -s e/f d/rel &&
-		head -c 4194304 /dev/urandom > big && echo top > d2`)
+		head -c 4194304 /dev/urandom > big && head -c 67108864 /dev/urandom > big64 && echo top > d2`)
 	id := cpSandboxID(t, s)
 	frozen := 1
 	if underRunsc() {
@@ -148,8 +162,10 @@ func TestCpFrozenRoute(t *testing.T) {
 		t.Errorf("big: sha256 %s on the host, %s in the sandbox", hostSum, sum)
 	}
 
-	// A copy over its limit fails, writes nothing and unpauses.
-	r = cpFrozen(t, "cp", "--format", "json", "--max-size", "1MiB", s+":big", filepath.Join(host, "big2"))
+	// A copy over its limit fails, writes nothing and unpauses at once
+	// (the engine, still sending, holds the container until the archive
+	// is closed).
+	r = cpFrozen(t, "cp", "--format", "json", "--max-size", "1MiB", s+":big64", filepath.Join(host, "big2"))
 	cpWantErr(t, r, "too_large")
 	cpMissing(t, filepath.Join(host, "big2"))
 	cpWantEvents(t, "cp over --max-size", ev.take(), frozen)
