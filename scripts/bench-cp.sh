@@ -6,7 +6,8 @@
 #
 #   scripts/bench-cp.sh [--n N] [--json FILE]
 #
-#   1. a 256 MiB file host -> sandbox and sandbox -> host (target <= 1.10x);
+#   1. a 256 MiB file host -> sandbox and sandbox -> host (target <= 1.10x),
+#      out also with copy_frozen = true (the archive endpoint, paused);
 #   2. a folder of 10,000 small files (100 folders of 100 files of 1 KiB),
 #      in and out (target <= 1.0x);
 #   3. the plugin's peak memory (/usr/bin/time -v, "Maximum resident set
@@ -187,6 +188,7 @@ EOS
 	-group "256 MiB file, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-big" "$OUT/dc-big-{i}")" -after "$(q rm -f "$OUT/dc-big-{i}")" \
 	-case "cp 256 MiB out" -cmd "$(q docker sandbox cp "$SCOPE:src-big" "$OUT/sb-big-{i}")" -after "$(q rm -f "$OUT/sb-big-{i}")" -target 1.10 \
+	-case "cp 256 MiB out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true docker sandbox cp "$SCOPE:src-big" "$OUT/fz-big-{i}")" -after "$(q rm -f "$OUT/fz-big-{i}")" -target 1.10 \
 	-case "(docker exec cat, out)" -cmd "$(q docker exec "$CTR" cat /opt/workspace/src-big)" \
 	-group "10,000 small files, host -> sandbox" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$WORK/data/small" "$CTR:/opt/workspace/dc-small-{i}")" \
@@ -194,6 +196,7 @@ EOS
 	-group "10,000 small files, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-small" "$OUT/dc-small-{i}")" -after "$(q rm -rf "$OUT/dc-small-{i}")" \
 	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.0 \
+	-case "cp 10k files out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true docker sandbox cp "$SCOPE:src-small" "$OUT/fz-small-{i}")" -after "$(q rm -rf "$OUT/fz-small-{i}")" -target 1.0 \
 	"${RUNSC_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
