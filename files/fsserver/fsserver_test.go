@@ -636,3 +636,29 @@ func TestMutationsWhenALinkIsSwappedIn(t *testing.T) {
 		})
 	}
 }
+
+// TestConfinementOnTheWay: a folder on the way of a path that is a link
+// leading out is refused by the server itself before os.Root walks it
+// (gVisor's openat follows such a link despite O_NOFOLLOW|O_DIRECTORY, so
+// os.Root alone would read through it there: README, runc vs runsc); a link
+// on the way that stays inside is followed.
+func TestConfinementOnTheWay(t *testing.T) {
+	e := newEnv(t)
+	e.write("d/e/f.txt", "inside")
+	e.link(e.outer, "d/out")
+	e.link("../../outer", "d/rel")
+	e.link("e", "d/in")
+	e.link("in/../out", "d/chain")
+	for _, p := range []string{"d/out/secret", "d/rel/secret", "d/in/../out/secret", "d/chain/secret", "/opt/workspace/d/out/x/y"} {
+		for _, args := range [][]string{{"cat", p}, {"ls", p}, {"tar-out", p}, {"rm", p}, {"put", p}} {
+			o := e.run(strings.NewReader("evil"), args...)
+			if o.code != ExitFailed || o.err().Code != fsproto.CodePathEscape || !strings.Contains(o.stderr, "on its way") {
+				t.Errorf("%v: exit %d, %s; want path_escape from the server's own check of the way", args, o.code, o.stderr)
+			}
+		}
+	}
+	e.outerIntact()
+	if o := e.run(nil, "cat", "d/in/f.txt"); o.code != 0 || o.stdout != "inside" {
+		t.Errorf("cat through an inside link on the way: %+v", o)
+	}
+}
