@@ -3,9 +3,10 @@
 // Package fsserver is the helper's confined file server, `sandbox-helper fs
 // ...`: it lists, reads, writes, deletes and archives paths of a sandbox,
 // always through an os.Root opened on /opt/workspace or /opt/user (chosen
-// from the path), so that a symbolic link planted by sandboxed code, at any
-// depth of a path, cannot lead an operation outside them: such a path is
-// refused with path_escape. It depends on the standard library only, like
+// from the path), walked one folder at a time with each folder checked
+// (tarsafe.Walk), so that a symbolic link planted by sandboxed code, at any
+// depth of a path and at any moment, cannot lead an operation outside
+// them, under gVisor too: such a path is refused with path_escape. It depends on the standard library only, like
 // the helper.
 //
 // Usage (PATH as fsproto.Resolve takes it; data on stdin/stdout, raw; an
@@ -230,12 +231,11 @@ func (s *Server) open(p string) (*os.Root, string, string, error) {
 	return root, rel, space, nil
 }
 
-// checkWay refuses rel when a folder on its way is a symbolic link that
-// leads outside the root. os.Root refuses such a path by itself on Linux's
-// kernel, but not under gVisor, whose openat follows a link despite
-// O_NOFOLLOW|O_DIRECTORY (README, runc vs runsc): there the way is checked
-// here, each link by os.Root's own resolution (Stat), which gVisor does not
-// change. A link swapped in after this check is not caught under gVisor.
+// checkWay refuses rel, with a message that names the folder, when a folder
+// on its way is a symbolic link that leads outside the root. What enforces
+// it is the walk of every command (tarsafe.Walk, OpenDir): os.Root alone
+// refuses such a path on Linux's kernel, but not under gVisor, whose openat
+// follows a link despite O_NOFOLLOW|O_DIRECTORY (README, runc vs runsc).
 func checkWay(root *os.Root, rel, p string) error {
 	for i := 0; i < len(rel); i++ {
 		if rel[i] != '/' {
@@ -267,50 +267,78 @@ func display(p string) string {
 	return space + "/" + rel
 }
 
-// checkLink refuses rel when it is a symbolic link that leads outside the
-// root; other errors are left to the operation.
-func checkLink(root *os.Root, rel, p string) (fs.FileInfo, error) {
-	fi, err := root.Lstat(rel)
+// walk opens the folder that holds rel's last element, one folder at a
+// time (tarsafe.Walk: under gVisor os.Root alone would follow a link on the
+// way), and returns it with that element; with follow, a link as the last
+// element is followed too (inside the root; one leading out is path_escape).
+func walk(root *os.Root, rel, p string, follow bool) (*os.Root, string, error) {
+	dir, n, err := tarsafe.Walk(root, rel, follow)
+	if fsproto.IsEscape(err) && follow {
+		return nil, "", fsproto.Errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the sandbox's workspace or user space: refused", display(p))
+	}
 	if err != nil {
-		return nil, fsproto.FromOS(err, display(p))
+		return nil, "", fsproto.FromOS(err, display(p))
 	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		if _, err := root.Stat(rel); fsproto.IsEscape(err) {
-			return nil, fsproto.Errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the sandbox's workspace or user space: refused", display(p))
-		}
+	return dir, n, nil
+}
+
+// checkLink refuses rel when it is a symbolic link that leads outside the
+// root, and returns what rel is (not followed) and, open, the folder that
+// holds what rel leads to with its name there (rel itself when it is no
+// link); other errors are left to the operation.
+func checkLink(root *os.Root, rel, p string) (fs.FileInfo, *os.Root, string, error) {
+	dir, n, err := walk(root, rel, p, false)
+	if err != nil {
+		return nil, nil, "", err
 	}
-	return fi, nil
+	fi, err := dir.Lstat(n)
+	if err != nil {
+		dir.Close()
+		return nil, nil, "", fsproto.FromOS(err, display(p))
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return fi, dir, n, nil
+	}
+	dir.Close()
+	dir, n, err = walk(root, rel, p, true)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return fi, dir, n, nil
 }
 
 func (s *Server) ls(root *os.Root, rel, p string, recursive bool) error {
-	fi, err := checkLink(root, rel, p)
+	fi, at, n, err := checkLink(root, rel, p)
 	if err != nil {
 		return err
 	}
+	defer at.Close()
 	w := bufio.NewWriterSize(s.Stdout, 64<<10)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	isDir := fi.IsDir()
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		if st, err := root.Stat(rel); err == nil && st.IsDir() {
+		if st, err := at.Lstat(n); err == nil && st.IsDir() {
 			isDir = true
 		}
 	}
 	if !isDir {
 		target := ""
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, _ = root.Readlink(rel)
+			target, _ = readlink(root, rel)
 		}
 		if err := enc.Encode(fsproto.NewEntry(path.Base(rel), fi, target)); err != nil {
 			return err
 		}
 		return w.Flush()
 	}
-	dir, err := root.OpenRoot(rel)
-	if err != nil {
-		return fsproto.FromOS(err, display(p))
+	dir := at
+	if n != "." {
+		if dir, err = tarsafe.OpenDir(at, n); err != nil {
+			return fsproto.FromOS(err, display(p))
+		}
+		defer dir.Close()
 	}
-	defer dir.Close()
 	if err := listDir(dir, "", recursive, enc, 0); err != nil {
 		return err
 	}
@@ -348,7 +376,7 @@ func listDir(dir *os.Root, prefix string, recursive bool, enc *json.Encoder, dep
 			return err
 		}
 		if recursive && fi.IsDir() {
-			sub, err := dir.OpenRoot(e.Name())
+			sub, err := tarsafe.OpenDir(dir, e.Name())
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -366,10 +394,15 @@ func listDir(dir *os.Root, prefix string, recursive bool, enc *json.Encoder, dep
 }
 
 func (s *Server) cat(root *os.Root, rel, p string) error {
-	if _, err := checkLink(root, rel, p); err != nil {
+	_, dir, n, err := checkLink(root, rel, p)
+	if err != nil {
 		return err
 	}
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	defer dir.Close()
+	if n == "." {
+		return fsproto.Errorf(fsproto.CodeIsDirectory, "%s is a folder: list it with `files ls`", display(p))
+	}
+	f, err := tarsafe.OpenFile(dir, n, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
 		return fsproto.FromOS(err, display(p))
 	}
@@ -410,12 +443,15 @@ func (s *Server) put(root *os.Root, rel, p string, in io.Reader, modeFlag string
 		dirName = "."
 	}
 	if dirName != "." {
-		if err := root.MkdirAll(dirName, 0o755); err != nil {
+		// Created one folder at a time, each checked (tarsafe.OpenPath).
+		d, err := tarsafe.OpenPath(root, dirName, true)
+		if err != nil {
 			return fsproto.FromOS(err, display(p))
 		}
+		d.Close()
 	}
 	mutating("put", dirName)
-	dir, err := root.OpenRoot(dirName)
+	dir, err := tarsafe.OpenPath(root, dirName, false)
 	if err != nil {
 		return fsproto.FromOS(err, display(p))
 	}
@@ -498,7 +534,15 @@ func (s *Server) rm(root *os.Root, rel, p string, recursive, force bool) error {
 	done := func(removed bool) error {
 		return json.NewEncoder(s.Stdout).Encode(fsproto.RmResult{Path: display(p), Removed: removed})
 	}
-	fi, err := root.Lstat(rel)
+	dir, n, err := tarsafe.Walk(root, rel, false)
+	if err != nil {
+		if force && errors.Is(err, fs.ErrNotExist) {
+			return done(false)
+		}
+		return fsproto.FromOS(err, display(p))
+	}
+	defer dir.Close()
+	fi, err := dir.Lstat(n)
 	if err != nil {
 		if force && errors.Is(err, fs.ErrNotExist) {
 			return done(false)
@@ -510,15 +554,71 @@ func (s *Server) rm(root *os.Root, rel, p string, recursive, force bool) error {
 			return fsproto.Errorf(fsproto.CodeIsDirectory, "%s is a folder: remove it with -r", display(p))
 		}
 		mutating("rm -r", rel)
-		if err := root.RemoveAll(rel); err != nil {
+		if err := removeAll(dir, n, 0); err != nil {
 			return fsproto.FromOS(err, display(p))
 		}
 		return done(true)
 	}
 	// A file, or a symbolic link itself (never what it leads to).
 	mutating("rm", rel)
-	if err := root.Remove(rel); err != nil {
+	if err := dir.Remove(n); err != nil {
 		return fsproto.FromOS(err, display(p))
 	}
 	return done(true)
+}
+
+// removeAll removes the folder n of dir and all it holds, each folder
+// opened through tarsafe.OpenDir (os.Root.RemoveAll opens them with
+// O_DIRECTORY, which gVisor follows when a folder is exchanged for a link
+// meanwhile). A link is removed itself, never followed.
+func removeAll(dir *os.Root, n string, depth int) error {
+	if depth > 512 {
+		return fsproto.Errorf(fsproto.CodeTooLarge, "%s: folders nested deeper than 512 levels", n)
+	}
+	sub, err := tarsafe.OpenDir(dir, n)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	for {
+		f, err := sub.Open(".")
+		if err != nil {
+			return err
+		}
+		ents, err := f.ReadDir(1024)
+		f.Close()
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				err = removeAll(sub, e.Name(), depth+1)
+			} else {
+				err = sub.Remove(e.Name())
+			}
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// readlink is the target of the link rel of root, read in its folder.
+func readlink(root *os.Root, rel string) (string, error) {
+	dir, n, err := tarsafe.Walk(root, rel, false)
+	if err != nil {
+		return "", err
+	}
+	defer dir.Close()
+	return dir.Readlink(n)
 }

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"syscall"
 
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
@@ -64,14 +63,23 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	if top == "" || top == "." || top == ".." || containsSlash(top) {
 		return nil, errorf(fsproto.CodeBadFlag, "cannot name the copy %q", top)
 	}
-	osName := filepath.FromSlash(name)
+	// The folder that holds the copied path, opened one folder at a time
+	// (Walk), and the path's last element in it.
+	dir, osName, err := Walk(base, name, false)
+	if err != nil {
+		return nil, fsproto.FromOS(err, "")
+	}
+	defer dir.Close()
+	base = dir
 	fi, err := base.Lstat(osName)
 	if err != nil {
 		return nil, fsproto.FromOS(err, "")
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		if _, err := base.Stat(osName); fsproto.IsEscape(err) {
+		if d, _, err := Walk(base, osName, true); fsproto.IsEscape(err) {
 			return nil, errorf(fsproto.CodePathEscape, "a symbolic link that leads outside the folder it is copied from: refused")
+		} else if err == nil {
+			d.Close()
 		}
 	}
 	if o.MustBeDir && !fi.IsDir() {
@@ -79,7 +87,7 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	}
 	switch {
 	case fi.IsDir():
-		r, err := base.OpenRoot(osName)
+		r, err := OpenDir(base, osName)
 		if err != nil {
 			return nil, fsproto.FromOS(err, "")
 		}
@@ -104,6 +112,9 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	case fi.Mode().IsRegular():
 		if err := c.file(base, osName, top); err != nil {
 			return nil, err
+		}
+		if c.entries == 0 && len(c.res.Skipped) == 0 {
+			return nil, errorf(fsproto.CodeNotFound, "no such file or folder (it was removed while the copy ran)")
 		}
 	default:
 		return nil, errorf(fsproto.CodeUnsupportedFile, "a %s: only files, folders and symbolic links are copied", fsproto.TypeOf(fi.Mode()))
@@ -203,7 +214,15 @@ func (c *creator) child(r *os.Root, e fs.DirEntry, name string, depth int) error
 	case t&fs.ModeSymlink != 0:
 		return c.link(r, n, name)
 	case t.IsDir():
-		sub, err := r.OpenRoot(n)
+		sub, err := OpenDir(r, n)
+		if errors.Is(err, syscall.ELOOP) {
+			// It turned into a link since it was listed: one that stays
+			// inside is followed, one folder at a time.
+			sub, err = OpenPath(r, n, false)
+		}
+		if fsproto.IsEscape(err) {
+			err = &fs.PathError{Op: "openat", Path: n, Err: syscall.ELOOP}
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed while the copy ran
 		}
@@ -283,7 +302,13 @@ func (c *creator) link(r *os.Root, n, name string) error {
 // file archives the file n of r. What is archived is what the opened handle
 // shows (fstat), whatever the name led to when it was listed.
 func (c *creator) file(r *os.Root, n, name string) error {
-	f, err := r.OpenFile(n, openReadFlags, 0)
+	f, err := OpenFile(r, n, openReadFlags)
+	if errors.Is(err, syscall.ELOOP) {
+		f, err = OpenFileFollowing(r, n, openReadFlags) // see dir
+	}
+	if fsproto.IsEscape(err) {
+		err = &fs.PathError{Op: "openat", Path: n, Err: syscall.ELOOP}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -257,7 +256,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 	if top == "" || containsSlash(top) {
 		return errorf(fsproto.CodeBadArchive, "the archive must start with the copied file or folder, not %q", h.Name)
 	}
-	fi, err := base.Stat(filepath.FromSlash(dpath))
+	fi, err := statIn(base, dpath)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fsproto.FromOS(err, "")
@@ -296,7 +295,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 		// A new folder: extract into a staging folder next to it, then
 		// rename it into place.
 		pdir, name := split(dpath)
-		parent, err := base.OpenRoot(filepath.FromSlash(pdir))
+		parent, err := OpenPath(base, pdir, false)
 		if err != nil {
 			return fsproto.FromOS(err, "")
 		}
@@ -312,7 +311,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 				_ = parent.RemoveAll(stgName)
 			}
 		}()
-		stg, err := parent.OpenRoot(stgName)
+		stg, err := OpenDir(parent, stgName)
 		if err != nil {
 			return fsproto.FromOS(err, "")
 		}
@@ -333,7 +332,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 			return fsproto.FromOS(err, "")
 		}
 		ok = true
-		dst, err := parent.OpenRoot(name)
+		dst, err := OpenDir(parent, name)
 		if err != nil {
 			return fsproto.FromOS(err, "")
 		}
@@ -353,7 +352,7 @@ func containsSlash(s string) bool {
 
 // raw extracts any archive into the existing folder dpath.
 func (x *extractor) raw(base *os.Root, dpath string) error {
-	fi, err := base.Stat(filepath.FromSlash(dpath))
+	fi, err := statIn(base, dpath)
 	if err != nil {
 		return fsproto.FromOS(err, "")
 	}
@@ -368,7 +367,7 @@ func (x *extractor) raw(base *os.Root, dpath string) error {
 // folder dpath, through a staging folder inside it that is merged into it at
 // the end.
 func (x *extractor) into(base *os.Root, dpath string, first *tar.Header) error {
-	dst, err := base.OpenRoot(filepath.FromSlash(dpath))
+	dst, err := OpenPath(base, dpath, false)
 	if err != nil {
 		return fsproto.FromOS(err, "")
 	}
@@ -381,7 +380,7 @@ func (x *extractor) into(base *os.Root, dpath string, first *tar.Header) error {
 		x.closeParent()
 		_ = dst.RemoveAll(stgName)
 	}()
-	stg, err := dst.OpenRoot(stgName)
+	stg, err := OpenDir(dst, stgName)
 	if err != nil {
 		return fsproto.FromOS(err, "")
 	}
@@ -452,7 +451,7 @@ func (x *extractor) single(base *os.Root, dpath string, d Dest, h *tar.Header, t
 	if d.Contents {
 		return errorf(fsproto.CodeNotDirectory, "the source is not a folder: \"/.\" copies a folder's contents")
 	}
-	dir, err := base.OpenRoot(filepath.FromSlash(dirPath))
+	dir, err := OpenPath(base, dirPath, false)
 	if err != nil {
 		return fsproto.FromOS(err, "")
 	}
@@ -631,13 +630,9 @@ func (x *extractor) parent(dir string) (*os.Root, error) {
 		return x.parentRoot, nil
 	}
 	x.closeParent()
-	r, err := x.stg.OpenRoot(filepath.FromSlash(dir))
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := x.stg.MkdirAll(filepath.FromSlash(dir), 0o755); err != nil {
-			return nil, fsproto.FromOS(err, dir)
-		}
-		r, err = x.stg.OpenRoot(filepath.FromSlash(dir))
-	}
+	// Opened (and created) one folder at a time, each checked: sandboxed
+	// code can exchange a folder of the staging folder for a link.
+	r, err := OpenPath(x.stg, dir, true)
 	if err != nil {
 		return nil, fsproto.FromOS(err, dir)
 	}
@@ -752,7 +747,15 @@ func (x *extractor) entry(h *tar.Header) error {
 			x.deferred = append(x.deferred, dirMode{name, m})
 			m |= 0o700
 		}
-		if err := p.Chmod(base, m); err != nil {
+		// On the folder itself, opened and checked: Chmod by name
+		// follows a link swapped in for it.
+		d, err := OpenDir(p, base)
+		if err != nil {
+			return fsproto.FromOS(err, name)
+		}
+		err = d.Chmod(".", m)
+		d.Close()
+		if err != nil {
 			return fsproto.FromOS(err, name)
 		}
 		return nil
@@ -807,7 +810,7 @@ func (x *extractor) entry(h *tar.Header) error {
 		if err != nil || target == "" {
 			return errorf(fsproto.CodePathEscape, "%s is a hard link to %q, outside the copy: refused", name, h.Linkname)
 		}
-		fi, err := x.stg.Lstat(filepath.FromSlash(target))
+		fi, err := lstatIn(x.stg, target)
 		if err != nil || !fi.Mode().IsRegular() {
 			return errorf(fsproto.CodePathEscape, "%s is a hard link to %q, which is not a file this copy wrote: refused", name, h.Linkname)
 		}
@@ -819,7 +822,7 @@ func (x *extractor) entry(h *tar.Header) error {
 			return err
 		}
 		x.closeParent()
-		if err := x.stg.Link(filepath.FromSlash(target), filepath.FromSlash(name)); err != nil {
+		if err := linkIn(x.stg, target, name); err != nil {
 			return fsproto.FromOS(err, name)
 		}
 		x.res.Hardlinks++
@@ -870,7 +873,7 @@ func (x *extractor) checkLinks(stg *os.Root) error {
 	}
 	tree := stg
 	if x.treePrefix != "" {
-		t, err := stg.OpenRoot(filepath.FromSlash(strings.TrimSuffix(x.treePrefix, "/")))
+		t, err := OpenDir(stg, strings.TrimSuffix(x.treePrefix, "/"))
 		if err != nil {
 			return fsproto.FromOS(err, "")
 		}
@@ -889,8 +892,8 @@ func (x *extractor) checkLinks(stg *os.Root) error {
 		if x.o.Strict {
 			return errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the copy (through other links): refused (--strict)", p)
 		}
-		target, _ := tree.Readlink(filepath.FromSlash(p))
-		if err := tree.Remove(filepath.FromSlash(p)); err != nil {
+		target, _ := readlinkIn(tree, p)
+		if err := removeIn(tree, p); err != nil {
 			return fsproto.FromOS(err, p)
 		}
 		x.res.Symlinks--
@@ -907,16 +910,15 @@ func (x *extractor) checkLinks(stg *os.Root) error {
 func (x *extractor) checkLanded(dst *os.Root) error {
 	var first error
 	for _, p := range x.links {
-		name := filepath.FromSlash(p)
-		fi, err := dst.Lstat(name)
+		fi, err := lstatIn(dst, p)
 		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 			continue
 		}
-		if _, err := dst.Stat(name); !fsproto.IsEscape(err) {
+		if _, err := statIn(dst, p); !fsproto.IsEscape(err) {
 			continue
 		}
-		target, _ := dst.Readlink(name)
-		if err := dst.Remove(name); err != nil {
+		target, _ := readlinkIn(dst, p)
+		if err := removeIn(dst, p); err != nil {
 			return fsproto.FromOS(err, p)
 		}
 		x.res.Symlinks--
@@ -937,7 +939,7 @@ func walkLinks(r *os.Root, dir string, depth int, each func(p string, out bool) 
 	if depth > maxDepth {
 		return errorf(fsproto.CodeTooLarge, "folders nested deeper than %d levels", maxDepth)
 	}
-	f, err := r.Open(filepath.FromSlash(dir))
+	f, err := openFolder(r, dir)
 	if err != nil {
 		return fsproto.FromOS(err, dir)
 	}
@@ -948,7 +950,7 @@ func walkLinks(r *os.Root, dir string, depth int, each func(p string, out bool) 
 			p := join(dir, e.Name())
 			switch {
 			case e.Type()&fs.ModeSymlink != 0:
-				_, serr := r.Stat(filepath.FromSlash(p))
+				_, serr := statIn(r, p)
 				if err := each(p, fsproto.IsEscape(serr)); err != nil {
 					return err
 				}
@@ -971,7 +973,13 @@ func walkLinks(r *os.Root, dir string, depth int, each func(p string, out bool) 
 func (x *extractor) applyModes(dst *os.Root) error {
 	for i := len(x.deferred) - 1; i >= 0; i-- {
 		d := x.deferred[i]
-		if err := dst.Chmod(filepath.FromSlash(d.name), d.mode); err != nil {
+		r, err := OpenPath(dst, d.name, false)
+		if err != nil {
+			return fsproto.FromOS(err, d.name)
+		}
+		err = r.Chmod(".", d.mode)
+		r.Close()
+		if err != nil {
 			return fsproto.FromOS(err, d.name)
 		}
 	}
@@ -996,18 +1004,18 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 	src := join(stg, rel)
 	process := func(e fs.DirEntry) error {
 		s, t := join(src, e.Name()), join(rel, e.Name())
-		tfi, err := dst.Lstat(filepath.FromSlash(t))
+		tfi, err := lstatIn(dst, t)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if check {
 				return nil
 			}
-			return renameIn(dst, s, t)
+			return fsOS(renameIn(dst, s, t), t)
 		case err != nil:
 			return fsproto.FromOS(err, t)
 		case e.IsDir():
 			if tfi.Mode()&fs.ModeSymlink != 0 {
-				st, err := dst.Stat(filepath.FromSlash(t))
+				st, err := statIn(dst, t)
 				if err != nil {
 					if fsproto.IsEscape(err) {
 						return errorf(fsproto.CodePathEscape, "%s in the destination is a symbolic link that leads outside it: the copy does not write through it", t)
@@ -1031,7 +1039,7 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 			if check {
 				return nil
 			}
-			return fsOS(dst.Remove(filepath.FromSlash(s)), t)
+			return fsOS(removeIn(dst, s), t)
 		default:
 			if tfi.IsDir() {
 				return errorf(fsproto.CodeIsDirectory, "cannot replace the folder %s with a file", t)
@@ -1039,11 +1047,11 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 			if check {
 				return nil
 			}
-			return renameIn(dst, s, t)
+			return fsOS(renameIn(dst, s, t), t)
 		}
 	}
 	if check {
-		f, err := dst.Open(filepath.FromSlash(src))
+		f, err := openFolder(dst, src)
 		if err != nil {
 			return fsproto.FromOS(err, rel)
 		}
@@ -1066,7 +1074,7 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 	// Every entry processed leaves the staging folder, so read from the
 	// start until it is empty.
 	for {
-		f, err := dst.Open(filepath.FromSlash(src))
+		f, err := openFolder(dst, src)
 		if err != nil {
 			return fsproto.FromOS(err, rel)
 		}
@@ -1086,13 +1094,20 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 	}
 }
 
-func renameIn(dst *os.Root, from, to string) error {
-	return fsOS(dst.Rename(filepath.FromSlash(from), filepath.FromSlash(to)), to)
-}
-
 func fsOS(err error, name string) error {
 	if err == nil {
 		return nil
 	}
 	return fsproto.FromOS(err, name)
+}
+
+// openFolder opens the folder rel of root for reading its entries, through
+// OpenPath.
+func openFolder(root *os.Root, rel string) (*os.File, error) {
+	d, err := OpenPath(root, rel, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Open(".")
 }

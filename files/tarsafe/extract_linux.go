@@ -67,3 +67,84 @@ func setTimes(f *os.File, mtime time.Time) error {
 
 // utimeOmit is UTIME_OMIT: leave that time as it is.
 const utimeOmit = (1 << 30) - 2
+
+// linkat makes the hard link nn in nfd to on in ofd (no flags: a link is
+// linked itself, never followed).
+func linkat(ofd int, on string, nfd int, nn string) error {
+	op, err := syscall.BytePtrFromString(on)
+	if err != nil {
+		return err
+	}
+	np, err := syscall.BytePtrFromString(nn)
+	if err != nil {
+		return err
+	}
+	_, _, errno := syscall.Syscall6(syscall.SYS_LINKAT, uintptr(ofd), uintptr(unsafe.Pointer(op)), uintptr(nfd), uintptr(unsafe.Pointer(np)), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// withFD runs f with the descriptor of the folder r.
+func withFD(r *os.Root, f func(fd int) error) error {
+	h, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	rc, err := h.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// renameIn and linkIn rename and hard-link the path from of root to the
+// path to of root, each resolved through Walk (links on the way followed
+// inside root), with one renameat or linkat between the two folders.
+func renameIn(root *os.Root, from, to string) error {
+	return betweenIn(root, from, to, "renameat", func(ofd int, on string, nfd int, nn string) error {
+		return syscall.Renameat(ofd, on, nfd, nn)
+	})
+}
+
+func linkIn(root *os.Root, from, to string) error {
+	return betweenIn(root, from, to, "linkat", func(ofd int, on string, nfd int, nn string) error {
+		return linkat(ofd, on, nfd, nn)
+	})
+}
+
+func betweenIn(root *os.Root, from, to, op string, f func(ofd int, on string, nfd int, nn string) error) error {
+	od, on, err := Walk(root, from, false)
+	if err != nil {
+		return err
+	}
+	defer od.Close()
+	nd, nn, err := Walk(root, to, false)
+	if err != nil {
+		return err
+	}
+	defer nd.Close()
+	if on == "." || nn == "." {
+		return &fs.PathError{Op: op, Path: to, Err: syscall.EINVAL}
+	}
+	err = withFD(od, func(ofd int) error {
+		return withFD(nd, func(nfd int) error {
+			for {
+				err := f(ofd, on, nfd, nn)
+				if err != syscall.EINTR {
+					return err
+				}
+			}
+		})
+	})
+	if err != nil {
+		return &fs.PathError{Op: op, Path: to, Err: err}
+	}
+	return nil
+}
