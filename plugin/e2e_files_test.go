@@ -800,7 +800,10 @@ print('swapping', flush=True)
 while not os.path.exists('stop'):
     for a, b in pairs:
         if libc.renameat2(AT, a, AT, b, EXCHANGE) != 0:
-            sys.exit('renameat2: errno %d' % ctypes.get_errno())
+            if ctypes.get_errno() != 22:
+                sys.exit('renameat2: errno %d' % ctypes.get_errno())
+            # gVisor (runsc 2022-12) has no RENAME_EXCHANGE: three renames.
+            os.rename(a, b'.swap'); os.rename(b, a); os.rename(b'.swap', b)
     n += 1
 print(n)
 `
@@ -1433,4 +1436,149 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCpLinkChainsOut: a link that leads outside through another link
+// (x -> e/secret with e -> /tmp/outside), on the way of a path or as the
+// path itself, for every command that reads, writes or removes. os.Root
+// refuses such a chain on Linux's kernel; under gVisor (the runsc pass) its
+// openat follows a link despite O_NOFOLLOW|O_DIRECTORY, so os.Root alone
+// resolved e there: the helper walks each path one folder at a time
+// itself (tarsafe.Walk). What must not happen: a byte of /tmp/outside on
+// the host or in an answer, a file written, or one removed, there.
+func TestCpLinkChainsOut(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	const outside = "/tmp/outside"
+	secret := fmt.Sprintf("SECRET-%d", time.Now().UnixNano())
+	cpSh(t, s, fmt.Sprintf(`mkdir -p %[1]s/sub/d && echo %[2]s > %[1]s/secret && echo %[2]s > %[1]s/sub/deep.txt &&
+		ln -s %[1]s e && ln -s e/secret x && ln -s e/sub y && mkdir -p real/in && echo ok > real/in/ok && ln -s ../e/sub real/z`, outside, secret))
+	listOutside := func() string {
+		return cpSh(t, s, "cd "+outside+" && find . | sort")
+	}
+	before := listOutside()
+	host := t.TempDir()
+	noSecret := func(what string, r result) {
+		t.Helper()
+		if strings.Contains(r.Stdout, secret) || strings.Contains(r.Stderr, secret) {
+			t.Fatalf("%s answered with a byte of %s:\n%s", what, outside, r)
+		}
+	}
+	// Reads: refused, nothing of the outside answered or copied.
+	for _, args := range [][]string{
+		{"files", "cat", s + ":x"}, {"files", "cat", s + ":y/deep.txt"}, {"files", "cat", s + ":real/z/deep.txt"},
+		{"files", "ls", s + ":y"}, {"files", "ls", s + ":y/d"}, {"files", "ls", s + ":real/z"}, {"files", "ls", "-r", s + ":y/."},
+	} {
+		r := sb(t, append(args, "--format", "json")...)
+		noSecret(strings.Join(args, " "), r)
+		cpWantErr(t, r, "path_escape")
+	}
+	for i, src := range []string{"x", "y/deep.txt", "y/.", "y/d", "real/z/deep.txt", "real/z/."} {
+		dst := filepath.Join(host, fmt.Sprintf("dst%d", i))
+		r := sb(t, "cp", "--format", "json", s+":"+src, dst)
+		noSecret("cp "+src, r)
+		if r.Code != 0 {
+			cpWantErr(t, r, "path_escape")
+			cpMissing(t, dst)
+		}
+	}
+	// The folder that holds the chain copies, without the link leading out.
+	execMustPass(t, "cp", s+":real", filepath.Join(host, "real"))
+	for _, e := range cpHostTree(t, host) {
+		if strings.Contains(e, secret) || strings.Contains(e, "deep.txt") {
+			t.Fatalf("the host got %q from %s", e, outside)
+		}
+	}
+	// Writes through the chain: refused, nothing lands outside.
+	cpWriteHost(t, filepath.Join(host, "payload.txt"), "P", 0o644)
+	if err := os.MkdirAll(filepath.Join(host, "pdir", "in"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cpWriteHost(t, filepath.Join(host, "pdir", "in", "p2.txt"), "P2", 0o644)
+	for _, dst := range []string{"y/", "y/p.txt", "y/d/", "y/d/p.txt", "real/z/", "real/z/new/"} {
+		cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "payload.txt"), s+":"+dst), "path_escape")
+		cpWantErr(t, sb(t, "cp", "--format", "json", filepath.Join(host, "pdir"), s+":"+dst), "path_escape")
+	}
+	for _, dst := range []string{"y/evil", "y/d/evil", "y/new/evil", "real/z/evil"} {
+		cpWantErr(t, sbIn(t, "evil", "files", "put", "--format", "json", s+":"+dst), "path_escape")
+	}
+	// Removals through the chain: refused; of the links themselves: only them.
+	for _, args := range [][]string{{"files", "rm", s + ":y/deep.txt"}, {"files", "rm", "-r", s + ":y/d"}, {"files", "rm", "-r", s + ":real/z/d"}} {
+		cpWantErr(t, sb(t, append(args, "--format", "json")...), "path_escape")
+	}
+	if after := listOutside(); after != before {
+		t.Fatalf("%s changed:\nbefore:\n%s\nafter:\n%s", outside, before, after)
+	}
+	execMustPass(t, "files", "rm", "-r", s+":real")
+	execMustPass(t, "files", "rm", s+":y")
+	if after := listOutside(); after != before {
+		t.Fatalf("removing the links changed %s:\nbefore:\n%s\nafter:\n%s", outside, before, after)
+	}
+}
+
+// TestCpSwapRaceOutside: a folder on the way of a path (w in w/sub/deep.txt)
+// exchanged, in a tight loop, with a link to a folder outside the
+// workspace shaped like it (/tmp/outside/sub/deep.txt holds a secret),
+// while copies and reads go through it and writes go into it. Under
+// gVisor (the runsc pass) os.Root alone follows such a link on the way
+// (README, runc vs runsc); the helper's walk opens each folder and checks
+// it is what its name holds. What must not happen: the secret on the host
+// or in an answer, or a file written in /tmp/outside. At least 6 rounds,
+// up to 20 until the swapped state was seen; never seen fails the test.
+func TestCpSwapRaceOutside(t *testing.T) {
+	needE2E(t)
+	s := newScope(t)
+	secret := fmt.Sprintf("SECRET-%d", time.Now().UnixNano())
+	cpSh(t, s, fmt.Sprintf(`mkdir -p w/sub /tmp/outside/sub && echo inside > w/sub/deep.txt && echo %s > /tmp/outside/sub/deep.txt && ln -s /tmp/outside wl`, secret))
+	stop, bgOut := cpSwapper(t, s, `[(b'w', b'wl')]`)
+	host := t.TempDir()
+	cpWriteHost(t, filepath.Join(host, "p.txt"), "P", 0o644)
+	check := func(what string, r result) bool {
+		t.Helper()
+		if strings.Contains(r.Stdout, secret) || strings.Contains(r.Stderr, secret) {
+			t.Fatalf("%s answered with the secret from /tmp/outside:\n%s", what, r)
+		}
+		if r.Code == 0 {
+			return false
+		}
+		if c := decodeErr(t, r).Error.Code; c != "path_escape" && c != "file_not_found" && c != "not_directory" {
+			t.Fatalf("%s: unexpected error:\n%s", what, r)
+		}
+		return true
+	}
+	ok, hits, rounds := 0, 0, 0
+	for i := 0; i < 20 && (i < 6 || hits == 0); i++ {
+		rounds++
+		for j, src := range []string{"w/sub/deep.txt", "w/sub/.", "w/sub"} {
+			dst := filepath.Join(host, fmt.Sprintf("run%d-%d", i, j))
+			if check("cp "+src, sb(t, "cp", "--format", "json", s+":"+src, dst)) {
+				hits++
+				cpMissing(t, dst)
+			} else {
+				ok++
+			}
+		}
+		if check("files cat", sb(t, "files", "cat", "--format", "json", s+":w/sub/deep.txt")) {
+			hits++
+		}
+		if check("cp in", sb(t, "cp", "--format", "json", filepath.Join(host, "p.txt"), s+":w/sub/p.txt")) {
+			hits++
+		}
+		if check("files put", sbIn(t, "Q", "files", "put", "--format", "json", s+":w/sub/q.txt")) {
+			hits++
+		}
+	}
+	stop()
+	t.Logf("%d rounds: %d copies out complete, %d calls saw the swapped state; swapper: %s", rounds, ok, hits, strings.TrimSpace(bgOut.String()))
+	for _, e := range cpHostTree(t, host) {
+		if strings.Contains(e, secret) {
+			t.Fatalf("the host got the secret from /tmp/outside: %q", e)
+		}
+	}
+	if got := cpSh(t, s, "cd /tmp/outside && find . | sort"); got != ".\n./sub\n./sub/deep.txt\n" {
+		t.Fatalf("/tmp/outside changed: %q", got)
+	}
+	if hits == 0 {
+		t.Fatalf("in %d rounds no call ever saw the swapped state: the race was never hit", rounds)
+	}
 }

@@ -541,7 +541,7 @@ run_go_test() {
 # config) are runtime-independent and run once.
 # DOCKER_SANDBOX_RUNSC_PASS_RUN and DOCKER_SANDBOX_RUNSC_PASS_COUNT narrow or repeat
 # the pass (with DOCKER_SANDBOX_RUNSC_PASS_ONLY=1, to check one test under gVisor).
-RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestCpFrozenRoute|TestRuntimeRunscDifferences)$}"
+RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestCpHostileSymlinks|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpFrozenRoute|TestRuntimeRunscDifferences)$}"
 RUNSC_PASS_COUNT="${DOCKER_SANDBOX_RUNSC_PASS_COUNT:-1}"
 
 run_runsc_pass() {
@@ -592,7 +592,7 @@ run_channel_off_pass() {
 # sandbox is paused; off by default), so that every containment rule is
 # shown to hold on that route too. Only on a full run. Budget: 1 minute.
 # TestCpFrozen* turn it on themselves and run in the main pass.
-COPY_FROZEN_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
+COPY_FROZEN_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
 
 run_copy_frozen_pass() {
 	run_go_pass "copy-frozen pass" DOCKER_SANDBOX_COPY_FROZEN=true -race -count=1 -timeout 10m -p 1 -v \
