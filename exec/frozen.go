@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
 
 // A copy out of a running sandbox through the engine's archive endpoint
@@ -82,12 +83,13 @@ type frozenReadError struct{ err error }
 func (e *frozenReadError) Error() string { return e.err.Error() }
 func (e *frozenReadError) Unwrap() error { return e.err }
 
-// ReadFrozen hands consume the archive of p (an absolute, cleaned path under
+// ReadDirect hands consume the archive of p (an absolute, cleaned path under
 // /opt/workspace or /opt/user) in t's sandbox. ok is false when the route
 // does not apply or its read failed before consume committed anything: the
 // sandbox is then as it was, and the caller streams instead. mustBeDir: p
 // has to be a folder (the caller's stream reports the error otherwise).
-func (f *FrozenReader) ReadFrozen(ctx context.Context, t core.Target, p string, mustBeDir bool, consume func(io.Reader) error) (ok bool, err error) {
+// The copy's limits are the extraction's (consume's) only.
+func (f *FrozenReader) ReadDirect(ctx context.Context, t core.Target, p string, mustBeDir bool, _ tarsafe.Limits, consume func(io.Reader) error) (ok bool, err error) {
 	vol, mountDir, ok := frozenVolume(t, p)
 	if !ok {
 		return false, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
 )
 
 // frozenFake is an engine with one sandbox (scope "a") for FrozenReader.
@@ -217,7 +218,7 @@ func TestReadFrozen(t *testing.T) {
 			}
 			fr := &FrozenReader{Engine: f}
 			var read string
-			ok, err := fr.ReadFrozen(context.Background(), core.Target{Scope: "a"}, tt.path, tt.mustBeDir, func(r io.Reader) error {
+			ok, err := fr.ReadDirect(context.Background(), core.Target{Scope: "a"}, tt.path, tt.mustBeDir, tarsafe.Limits{}, func(r io.Reader) error {
 				if tt.consume != nil {
 					return tt.consume
 				}
@@ -246,7 +247,7 @@ func TestReadFrozenThawsAtEOF(t *testing.T) {
 	f := newFrozenFake()
 	fr := &FrozenReader{Engine: f}
 	var atEOF []string
-	ok, err := fr.ReadFrozen(context.Background(), core.Target{Scope: "a"}, "/opt/user/u", false, func(r io.Reader) error {
+	ok, err := fr.ReadDirect(context.Background(), core.Target{Scope: "a"}, "/opt/user/u", false, tarsafe.Limits{}, func(r io.Reader) error {
 		if _, err := io.ReadAll(r); err != nil {
 			return err
 		}
@@ -270,7 +271,7 @@ func TestReadFrozenCanceled(t *testing.T) {
 	f.bodyErr = context.Canceled
 	ctx, cancel := context.WithCancel(context.Background())
 	fr := &FrozenReader{Engine: f}
-	ok, err := fr.ReadFrozen(ctx, core.Target{Scope: "a"}, "/opt/user/u", false, func(r io.Reader) error {
+	ok, err := fr.ReadDirect(ctx, core.Target{Scope: "a"}, "/opt/user/u", false, tarsafe.Limits{}, func(r io.Reader) error {
 		cancel()
 		_, err := io.ReadAll(r)
 		return err

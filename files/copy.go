@@ -44,18 +44,19 @@ type Copier struct {
 	// is reported in the result's Skipped, and the rest of the copy
 	// completes. It applies in every direction.
 	Strict bool
-	// Frozen, when set, reads a sandbox -> host copy through the engine's
-	// archive endpoint while the sandbox is paused, where that is safe
-	// (exec.FrozenReader); otherwise, and when it is not set, the helper
-	// streams the copy.
-	Frozen FrozenSource
+	// Direct are the routes a sandbox -> host copy tries, in order, before
+	// it streams through the helper: the first one that applies does the
+	// copy. exec.LocalReader reads the sandbox's volume on this machine
+	// (copy_local), exec.FrozenReader the engine's archive endpoint while
+	// the sandbox is paused (copy_frozen).
+	Direct []DirectSource
 }
 
-// FrozenSource hands consume the archive of path in t's sandbox (docker
-// cp's layout: the path's own entry first) and reports ok; ok false: it did
-// nothing (the copy streams through the helper instead).
-type FrozenSource interface {
-	ReadFrozen(ctx context.Context, t core.Target, path string, mustBeDir bool, consume func(io.Reader) error) (ok bool, err error)
+// DirectSource hands consume the archive of path in t's sandbox (docker
+// cp's layout: the path's own entry first; lim: the copy's limits) and
+// reports ok; ok false: it did nothing (the next route is tried).
+type DirectSource interface {
+	ReadDirect(ctx context.Context, t core.Target, path string, mustBeDir bool, lim tarsafe.Limits, consume func(io.Reader) error) (ok bool, err error)
 }
 
 // errStopped tells a producer or the helper's stream that the other side
@@ -112,8 +113,8 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask, Strict: c.Strict})
 			return err
 		}
-		if c.Frozen != nil {
-			if ok, err := c.Frozen.ReadFrozen(ctx, src.Target, src.Path, src.DirSuffix, extract); ok {
+		for _, d := range c.Direct {
+			if ok, err := d.ReadDirect(ctx, src.Target, src.Path, src.DirSuffix, c.Limits, extract); ok {
 				return res, err
 			}
 			res = nil

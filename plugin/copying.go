@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/docker/cli/cli/command"
@@ -40,8 +41,11 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 		Spec:   func(t core.Target) sbexec.Spec { return sandboxSpec(c, b, t) },
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}
+	if c.CopyLocal && strings.HasPrefix(engineEndpoint(dockerCli).Host, "unix://") {
+		cp.Direct = append(cp.Direct, &sbexec.LocalReader{Engine: engineAPI(dockerCli)})
+	}
 	if c.CopyFrozen {
-		cp.Frozen = &sbexec.FrozenReader{Engine: engineAPI(dockerCli)}
+		cp.Direct = append(cp.Direct, &sbexec.FrozenReader{Engine: engineAPI(dockerCli)})
 	}
 	return cp
 }

@@ -43,7 +43,7 @@ func cpWatch(t *testing.T, id string) *cpEventLog {
 	since := time.Now()
 	msgs, errs := engine(t).Events(ctx, events.ListOptions{Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond()), Filters: filters.NewArgs(filters.Arg("type", "container"),
 		filters.Arg("container", id), filters.Arg("event", "pause"), filters.Arg("event", "unpause"),
-		filters.Arg("event", "archive-path"), filters.Arg("event", "attach"))})
+		filters.Arg("event", "archive-path"), filters.Arg("event", "attach"), filters.Arg("event", "exec_create"))})
 	go func() {
 		defer close(l.done)
 		var paused int64
@@ -51,7 +51,8 @@ func cpWatch(t *testing.T, id string) *cpEventLog {
 			select {
 			case m := <-msgs:
 				l.mu.Lock()
-				l.n[string(m.Action)]++
+				action, _, _ := strings.Cut(string(m.Action), ":") // "exec_create: CMD"
+				l.n[action]++
 				switch m.Action {
 				case "pause":
 					paused = m.TimeNano
@@ -116,7 +117,7 @@ func cpSandboxID(t *testing.T, target string) string {
 // cpFrozen runs the plugin with copy_frozen on.
 func cpFrozen(t *testing.T, args ...string) result {
 	t.Helper()
-	return sbRun(t, run{args: args, env: []string{"DOCKER_SANDBOX_COPY_FROZEN=true"}})
+	return sbRun(t, run{args: args, env: []string{"DOCKER_SANDBOX_COPY_FROZEN=true", "DOCKER_SANDBOX_COPY_LOCAL=false"}})
 }
 
 func cpWantEvents(t *testing.T, what string, got map[string]int, pauses int) {

@@ -954,6 +954,10 @@ func TestCpInterrupted(t *testing.T) {
 			fh.Close()
 		}
 		cmd := osexec.Command(pluginBin, args...)
+		// Out through the helper's stream: the local route (copy_local)
+		// reads 400 MB before a poll sees it; its Ctrl-C is
+		// TestReadLocalCanceled's.
+		cmd.Env = append(os.Environ(), "DOCKER_SANDBOX_COPY_LOCAL=false")
 		var stderr cpSyncBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {

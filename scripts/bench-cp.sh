@@ -7,7 +7,11 @@
 #   scripts/bench-cp.sh [--n N] [--json FILE]
 #
 #   1. a 256 MiB file host -> sandbox and sandbox -> host (target <= 1.10x),
-#      out also with copy_frozen = true (the archive endpoint, paused);
+#      out by the default route (on an engine on this machine that the
+#      plugin can read the volumes of, as root here: copy_local, the volume
+#      read in the plugin's process), through the helper's exec stream
+#      (copy_local = false, the route everywhere else) and with
+#      copy_frozen = true (the archive endpoint, paused);
 #   2. a folder of 10,000 small files (100 folders of 100 files of 1 KiB),
 #      in and out (target <= 1.0x);
 #   3. the plugin's peak memory (/usr/bin/time -v, "Maximum resident set
@@ -188,7 +192,8 @@ EOS
 	-group "256 MiB file, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-big" "$OUT/dc-big-{i}")" -after "$(q rm -f "$OUT/dc-big-{i}")" \
 	-case "cp 256 MiB out" -cmd "$(q docker sandbox cp "$SCOPE:src-big" "$OUT/sb-big-{i}")" -after "$(q rm -f "$OUT/sb-big-{i}")" -target 1.10 \
-	-case "cp 256 MiB out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true docker sandbox cp "$SCOPE:src-big" "$OUT/fz-big-{i}")" -after "$(q rm -f "$OUT/fz-big-{i}")" -target 1.10 \
+	-case "cp 256 MiB out, stream" -cmd "$(q env DOCKER_SANDBOX_COPY_LOCAL=false docker sandbox cp "$SCOPE:src-big" "$OUT/st-big-{i}")" -after "$(q rm -f "$OUT/st-big-{i}")" -target 1.10 \
+	-case "cp 256 MiB out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true DOCKER_SANDBOX_COPY_LOCAL=false docker sandbox cp "$SCOPE:src-big" "$OUT/fz-big-{i}")" -after "$(q rm -f "$OUT/fz-big-{i}")" -target 1.10 \
 	-case "(docker exec cat, out)" -cmd "$(q docker exec "$CTR" cat /opt/workspace/src-big)" \
 	-group "10,000 small files, host -> sandbox" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$WORK/data/small" "$CTR:/opt/workspace/dc-small-{i}")" \
@@ -196,7 +201,8 @@ EOS
 	-group "10,000 small files, sandbox -> host" -n "$N" -warmup 1 \
 	-anchor "docker cp" -cmd "$(q docker cp "$CTR:/opt/workspace/src-small" "$OUT/dc-small-{i}")" -after "$(q rm -rf "$OUT/dc-small-{i}")" \
 	-case "cp 10k files out" -cmd "$(q docker sandbox cp "$SCOPE:src-small" "$OUT/sb-small-{i}")" -after "$(q rm -rf "$OUT/sb-small-{i}")" -target 1.0 \
-	-case "cp 10k files out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true docker sandbox cp "$SCOPE:src-small" "$OUT/fz-small-{i}")" -after "$(q rm -rf "$OUT/fz-small-{i}")" -target 1.0 \
+	-case "cp 10k files out, stream" -cmd "$(q env DOCKER_SANDBOX_COPY_LOCAL=false docker sandbox cp "$SCOPE:src-small" "$OUT/st-small-{i}")" -after "$(q rm -rf "$OUT/st-small-{i}")" -target 1.0 \
+	-case "cp 10k files out, frozen" -cmd "$(q env DOCKER_SANDBOX_COPY_FROZEN=true DOCKER_SANDBOX_COPY_LOCAL=false docker sandbox cp "$SCOPE:src-small" "$OUT/fz-small-{i}")" -after "$(q rm -rf "$OUT/fz-small-{i}")" -target 1.0 \
 	"${RUNSC_ARGS[@]}" &
 BENCH_PID=$!
 rc=0
@@ -218,10 +224,14 @@ rss() { # COMMAND...: prints the command's peak RSS in KiB
 in_kb="$(rss "$STANDALONE" cp "$WORK/data/gig" "$SCOPE:gig")"
 out_kb="$(rss "$STANDALONE" cp "$SCOPE:gig" "$OUT/gig")"
 [[ "$(stat -c %s "$OUT/gig" 2>/dev/null)" == $((1 << 30)) ]] || die "the 1 GiB copy out did not arrive whole"
+rm -f "$OUT/gig"
+outst_kb="$(DOCKER_SANDBOX_COPY_LOCAL=false rss "$STANDALONE" cp "$SCOPE:gig" "$OUT/gig")"
+[[ "$(stat -c %s "$OUT/gig" 2>/dev/null)" == $((1 << 30)) ]] || die "the 1 GiB copy out (stream) did not arrive whole"
 verdict() { if (($1 < 64 * 1024)); then echo PASS; else echo MISS; fi; }
 printf '\n%-34s %10s  %s\n' "peak RSS of the plugin (1 GiB)" "MiB" "target < 64 MiB"
 printf '%-34s %10s  %s\n' "host -> sandbox" "$((in_kb / 1024))" "$(verdict "$in_kb")"
 printf '%-34s %10s  %s\n' "sandbox -> host" "$((out_kb / 1024))" "$(verdict "$out_kb")"
+printf '%-34s %10s  %s\n' "sandbox -> host, stream" "$((outst_kb / 1024))" "$(verdict "$outst_kb")"
 
 # 5. Where the time of the 256 MiB copy out goes, when the engine runs on
 # this machine: the CPU time (user + system, seconds) of the command, of the
@@ -258,9 +268,10 @@ if [[ -n "$DPIDS" && -n "$SHIM" ]]; then
 		rows+="$(cpu_row "docker-cp" docker cp "$CTR:/opt/workspace/src-big" "$OUT/cpu-big")"$'\n'
 		rows+="$(cpu_row "docker-exec-cat" sh -c "docker exec $(q "$CTR") cat /opt/workspace/src-big > $(q "$OUT/cpu-big")")"$'\n'
 		rows+="$(cpu_row "docker-sandbox-cp" docker sandbox cp "$SCOPE:src-big" "$OUT/cpu-big")"$'\n'
+		rows+="$(cpu_row "docker-sandbox-cp-stream" env DOCKER_SANDBOX_COPY_LOCAL=false docker sandbox cp "$SCOPE:src-big" "$OUT/cpu-big")"$'\n'
 	done
 	printf '\n%-24s %8s %8s %8s %8s\n' "256 MiB out, CPU (s)" "wall" "command" "shim" "dockerd+containerd"
-	for name in docker-cp docker-exec-cat docker-sandbox-cp; do
+	for name in docker-cp docker-exec-cat docker-sandbox-cp docker-sandbox-cp-stream; do
 		printf '%s' "$rows" | awk -v n="$name" '$1 == n' | sort -k2,2g | sed -n 2p |
 			awk -v t="$TCK" '{printf "%-24s %8.2f %8.2f %8.2f %8.2f\n", $1, $2 / 1000, $3, $4 / t, $5 / t}'
 	done

@@ -558,7 +558,8 @@ run_go_pass() {
 	log="$(mktemp "${TMPDIR:-/tmp}/docker-sandbox-test-pass.XXXXXX")"
 	log "$envkv go test $*"
 	set +e
-	env "$envkv" CGO_ENABLED=1 "$GO" test "$@" 2>&1 | tee "$log"
+	# shellcheck disable=SC2086 # envkv: one or more NAME=VALUE, no spaces in them
+	env $envkv CGO_ENABLED=1 "$GO" test "$@" 2>&1 | tee "$log"
 	rc="${PIPESTATUS[0]}"
 	set -e
 	p="$(grep -cE '^[[:space:]]*--- PASS:' "$log" || true)"
@@ -587,16 +588,24 @@ run_channel_off_pass() {
 		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/
 }
 
-# The copy-frozen pass: the hostile copy-out tests again with copy_frozen =
-# true (a copy to the host reads the engine's archive endpoint while the
-# sandbox is paused; off by default), so that every containment rule is
-# shown to hold on that route too. Only on a full run. Budget: 1 minute.
-# TestCpFrozen* turn it on themselves and run in the main pass.
+# The copy-stream and copy-frozen passes: the hostile copy-out tests again
+# with copy_local = false (a copy to the host streams through the helper's
+# exec; the main pass reads the volume on this machine, the default here:
+# exec.LocalReader), and with copy_frozen = true and copy_local = false (it
+# reads the engine's archive endpoint while the sandbox is paused; off by
+# default), so that every containment rule is shown to hold on each route.
+# Only on a full run. Budget: 1 minute each. TestCpFrozen* and
+# TestCpLocalRoute choose their routes themselves and run in the main pass.
 COPY_FROZEN_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
 
 run_copy_frozen_pass() {
-	run_go_pass "copy-frozen pass" DOCKER_SANDBOX_COPY_FROZEN=true -race -count=1 -timeout 10m -p 1 -v \
+	run_go_pass "copy-frozen pass" "DOCKER_SANDBOX_COPY_FROZEN=true DOCKER_SANDBOX_COPY_LOCAL=false" -race -count=1 -timeout 10m -p 1 -v \
 		-run "$COPY_FROZEN_PASS_TESTS" ./plugin/
+}
+
+run_copy_stream_pass() {
+	run_go_pass "copy-stream pass" DOCKER_SANDBOX_COPY_LOCAL=false -race -count=1 -timeout 10m -p 1 -v \
+		-run "${DOCKER_SANDBOX_COPY_STREAM_PASS_RUN:-$COPY_FROZEN_PASS_TESTS}" ./plugin/
 }
 
 # channel_procs lists the exec channel processes (exec/channel) this run's
@@ -690,6 +699,7 @@ if ! podman_fixture_stop; then
 fi
 if (($# == 0)); then
 	phase "exec-channel-off pass" run_channel_off_pass
+	phase "copy-stream pass" run_copy_stream_pass
 	phase "copy-frozen pass" run_copy_frozen_pass
 	phase "runsc pass" run_runsc_pass
 	phase arm64 run_arm64

@@ -162,7 +162,7 @@ func (s *Server) run(args []string) error {
 		return usageError{fmt.Sprintf("fs %s: want exactly one PATH, got %d arguments", cmd, fl.NArg())}
 	}
 	p := fl.Arg(0)
-	root, rel, space, err := s.open(p)
+	root, rel, _, err := s.open(p)
 	if err != nil {
 		return err
 	}
@@ -192,14 +192,7 @@ func (s *Server) run(args []string) error {
 	case "rm":
 		return s.rm(root, rel, p, *recursive, *force)
 	case "tar-out":
-		top := ""
-		if rel == "." {
-			top = path.Base(space)
-		}
-		// Create buffers (and flushes) its own writes: a second buffer here
-		// would copy every byte once more on its way to the exec's pipe.
-		_, err := tarsafe.Create(s.Stdout, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: *mustDir, Display: display(p)})
-		return err
+		return tarOut(s.Stdout, root, rel, p, lim, *mustDir)
 	default: // tar-in
 		res, err := tarsafe.Extract(root, tarsafe.Dest{Path: rel, MustBeDir: *mustDir, Contents: *contents, Raw: *raw, Display: display(p)}, in,
 			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask, Strict: *strict})
@@ -208,6 +201,34 @@ func (s *Server) run(args []string) error {
 		}
 		return json.NewEncoder(s.Stdout).Encode(res)
 	}
+}
+
+// TarOut writes the archive of the sandbox path p as `fs tar-out` does
+// (tarsafe.Create; the path's own entry first, named after it), reading
+// from space, the folder that is p's space (/opt/workspace or /opt/user,
+// or where the engine keeps it: a copy out of a sandbox on a local engine
+// reads the volume there, see exec.LocalReader).
+func TarOut(w io.Writer, space *os.Root, p string, lim tarsafe.Limits, mustBeDir bool) error {
+	_, rel, err := fsproto.Resolve(p)
+	if err != nil {
+		return err
+	}
+	if err := checkWay(space, rel, p); err != nil {
+		return err
+	}
+	return tarOut(w, space, rel, p, lim, mustBeDir)
+}
+
+func tarOut(w io.Writer, root *os.Root, rel, p string, lim tarsafe.Limits, mustBeDir bool) error {
+	top := ""
+	if rel == "." {
+		sp, _, _ := fsproto.Resolve(p)
+		top = path.Base(sp)
+	}
+	// Create buffers (and flushes) its own writes: a second buffer here
+	// would copy every byte once more on its way to the exec's pipe.
+	_, err := tarsafe.Create(w, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: mustBeDir, Display: display(p)})
+	return err
 }
 
 // open applies the path rules and opens the root of the path's space.

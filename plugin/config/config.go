@@ -174,6 +174,11 @@ type Config struct {
 	// (README, Files: cp and files).
 	CopyFrozen bool
 
+	// CopyLocal: a copy from a sandbox to the host, on an engine on this
+	// machine (a unix socket) whose volume folders this user can open,
+	// reads the sandbox's volume there (copy_local; exec.LocalReader).
+	CopyLocal bool
+
 	// Caps of one cp or files call (host extraction and the helper's).
 	CopyMaxSize     int64 // copy_max_size, bytes
 	CopyMaxFileSize int64 // copy_max_file_size, bytes; 0: copy_max_size

@@ -93,6 +93,7 @@ func TestDefaults(t *testing.T) {
 		MaxOutput:          1 << 20,
 		MaxSandboxes:       50,
 		ExecChannel:        true,
+		CopyLocal:          true,
 		CopyMaxSize:        2 << 30,
 		CopyMaxEntries:     1_000_000,
 		Audit:              true,
@@ -145,6 +146,7 @@ func TestEntriesJSON(t *testing.T) {
 		`{"key":"tmp_size","value":536870912,"source":"default"},` +
 		`{"key":"exec_channel","value":true,"source":"default"},` +
 		`{"key":"copy_frozen","value":false,"source":"default"},` +
+		`{"key":"copy_local","value":true,"source":"default"},` +
 		`{"key":"max_sandboxes","value":50,"source":"default"},` +
 		`{"key":"copy_max_size","value":2147483648,"source":"default"},` +
 		`{"key":"copy_max_file_size","value":0,"source":"default"},` +
@@ -301,7 +303,7 @@ func TestNoFiles(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, exec_channel, copy_frozen, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, kernel, kernel_reset, scope.NAME, lang.NAME"
+	known := "known keys: default_scope, default_lang, image, runtime_base, timeout, max_timeout, memory, max_memory, cpus, pids, max_output, idle_ttl, max_lifetime, disk, network, runtime, nofile, tmp_size, exec_channel, copy_frozen, copy_local, max_sandboxes, copy_max_size, copy_max_file_size, copy_max_entries, audit, audit_dir, audit_retention_days, audit_max_code, audit_max_output, kernel, kernel_reset, scope.NAME, lang.NAME"
 	tests := []struct {
 		name          string
 		user, project string

@@ -54,6 +54,7 @@ var keyTable = []keyDesc{
 		withFlag(FlagsSandbox, "tmp-size", "", "Size of the /tmp tmpfs (default 512MiB)"),
 	newKey("exec_channel", boolKind, true, anyBool, func(c *Config) *bool { return &c.ExecChannel }, trustedOnly[bool]()),
 	newKey("copy_frozen", boolKind, false, anyBool, func(c *Config) *bool { return &c.CopyFrozen }, trustedOnly[bool]()),
+	newKey("copy_local", boolKind, true, anyBool, func(c *Config) *bool { return &c.CopyLocal }, trustedOnly[bool]()),
 	newKey("max_sandboxes", intKind, 50, between(1, 10000, formatInt[int]), func(c *Config) *int { return &c.MaxSandboxes }, lowerOnly[int]()),
 	newKey("copy_max_size", sizeKind, 2*GiB, between(1, math.MaxInt64, formatSize), func(c *Config) *int64 { return &c.CopyMaxSize }, lowerOnly[int64]()).
 		withFlag(FlagsCopy, "max-size", "", "Stop the copy when its files add up to more than this (default: copy_max_size, 2GiB)"),

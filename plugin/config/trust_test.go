@@ -67,6 +67,7 @@ var trustCases = map[string]struct{ narrow, wide string }{
 	"tmp_size":           {`"64m"`, `"1g"`},
 	"exec_channel":       {"", `false`},
 	"copy_frozen":        {"", `true`},
+	"copy_local":         {"", `false`},
 	"max_sandboxes":      {`5`, `500`},
 	"copy_max_size":      {`"1g"`, `"4g"`},
 	"copy_max_file_size": {`"1g"`, ""}, // the default is 0 (unlimited): any value narrows
