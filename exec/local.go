@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
@@ -31,13 +33,17 @@ import (
 //
 //   - the caller says the engine is on this machine (a unix:// socket:
 //     plugin/copying.go) and copy_local is on (the default);
+//   - the plugin runs as root, and reads as the sandbox's user would: each
+//     folder and file is checked against its mode for the owner of the
+//     volume's folder (accessAs), so what that user made unreadable to
+//     itself is refused as the helper refuses it (a rootless engine's user
+//     cannot read what its sandboxes keep private: those copies stream);
 //   - the container is a sandbox of the plugin's own for the target, in any
 //     state, under runc or crun (gVisor's kernel may hold a sandbox's writes
 //     in its own cache for a while: not read behind its back);
 //   - the path's space (/opt/workspace or /opt/user) is the target's own
-//     volume, the mount's Source opens here (as root, or the user of a
-//     rootless engine: others cannot open /var/lib/docker), and it is the
-//     engine's folder, not one that has the same path on this machine:
+//     volume, the mount's Source opens here, and it is the engine's
+//     folder, not one that has the same path on this machine:
 //     its modification time, to the nanosecond, and type match the
 //     engine's stat of the mount point, fetched in the same round trip.
 //
@@ -97,6 +103,9 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 	if src == "" {
 		return false, nil
 	}
+	if localEUID() != 0 {
+		return false, nil
+	}
 	root, err := os.OpenRoot(src)
 	if err != nil {
 		return false, nil
@@ -106,6 +115,10 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 	if err != nil || !fi.IsDir() || !st.Mode.IsDir() || !fi.ModTime().Equal(st.Mtime) {
 		return false, nil
 	}
+	owner, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false, nil
+	}
 	pr, pw := io.Pipe()
 	// Ctrl-C (ctx) stops both ends: the extraction then removes what it
 	// wrote, as when the helper's stream stops.
@@ -113,7 +126,7 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 	defer stop()
 	done := make(chan error, 1)
 	go func() {
-		err := fsserver.TarOut(pw, root, p, lim, mustBeDir)
+		err := fsserver.TarOut(pw, root, p, lim, mustBeDir, accessAs(owner.Uid, owner.Gid))
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -123,6 +136,35 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 		return true, perr
 	}
 	return true, cerr
+}
+
+// localEUID is the plugin's effective user (tests change it).
+var localEUID = os.Geteuid
+
+// accessAs is the kernel's permission check (the mode's bits, no
+// capabilities: the sandbox's user has none) for the user uid of group gid,
+// the owner of the volume's folder, which the sandbox's user is: the local
+// route reads as root, and refuses what the helper, as that user, could not
+// open or look up (permission_denied, the helper's own message).
+func accessAs(uid, gid uint32) tarsafe.Access {
+	return func(fi fs.FileInfo, want fs.FileMode) error {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fs.ErrPermission
+		}
+		perm := fi.Mode().Perm()
+		bits := perm & 7
+		switch {
+		case st.Uid == uid:
+			bits = perm >> 6 & 7
+		case st.Gid == gid:
+			bits = perm >> 3 & 7
+		}
+		if bits&want != want {
+			return fs.ErrPermission
+		}
+		return nil
+	}
 }
 
 // errLocalStopped tells the archive's writer that the copy stopped reading.

@@ -87,6 +87,16 @@ func newLocalFake(t *testing.T) *localFake {
 	}
 	os.Symlink(outside, filepath.Join(f.ws, "out"))
 	os.WriteFile(filepath.Join(f.user, "u"), []byte("U"), 0o644)
+	// What the sandbox's user (the owner of the volume's folder) made
+	// unreadable to itself.
+	for p, mode := range map[string]os.FileMode{"private": 0, "shut/in/f": 0o644, "blind/f": 0o644, "group": 0o070} {
+		full := filepath.Join(f.user, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.WriteFile(full, []byte("P"), 0o644)
+		os.Chmod(full, mode)
+	}
+	os.Chmod(filepath.Join(f.user, "shut"), 0)
+	os.Chmod(filepath.Join(f.user, "blind"), 0o100)
 	return f
 }
 
@@ -113,6 +123,12 @@ func TestReadLocal(t *testing.T) {
 		{name: "crun", path: "/opt/user/u", setup: func(f *localFake) { f.runtime = "crun" }, ok: true, names: []string{"u=U"}},
 		{name: "through a link leading out", path: "/opt/workspace/out/secret", ok: true, errCode: fsproto.CodePathEscape},
 		{name: "missing", path: "/opt/workspace/nope", ok: true, errCode: fsproto.CodeNotFound},
+		{name: "a file its user cannot read", path: "/opt/user/private", ok: true, errCode: fsproto.CodePermissionDenied},
+		{name: "a file only its group can read", path: "/opt/user/group", ok: true, errCode: fsproto.CodePermissionDenied},
+		{name: "through a folder its user cannot search", path: "/opt/user/shut/in/f", ok: true, errCode: fsproto.CodePermissionDenied},
+		{name: "a folder its user cannot list", path: "/opt/user/blind", ok: true, errCode: fsproto.CodePermissionDenied},
+		{name: "through a folder its user cannot read", path: "/opt/user/blind/f", ok: true, errCode: fsproto.CodePermissionDenied},
+		{name: "not root", path: "/opt/workspace/top.txt", setup: func(f *localFake) { localEUID = func() int { return 1000 } }},
 		{name: "gVisor", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.runtime = "runsc" }},
 		{name: "not a sandbox of ours", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.labels = nil }},
 		{name: "another scope's sandbox", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.labels[core.LabelScope] = "b" }},
@@ -125,6 +141,8 @@ func TestReadLocal(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newLocalFake(t)
+			localEUID = func() int { return 0 } // the route's reader: root
+			defer func() { localEUID = os.Geteuid }()
 			if tt.setup != nil {
 				tt.setup(f)
 			}
@@ -184,6 +202,8 @@ func TestReadLocal(t *testing.T) {
 // helper's does.
 func TestReadLocalLimits(t *testing.T) {
 	f := newLocalFake(t)
+	localEUID = func() int { return 0 }
+	defer func() { localEUID = os.Geteuid }()
 	ok, err := (&LocalReader{Engine: f}).ReadDirect(context.Background(), core.Target{Scope: "a"}, "/opt/workspace/d", false, tarsafe.Limits{MaxEntries: 2},
 		func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err })
 	if !ok || fsproto.FromOS(err, "").Code != fsproto.CodeTooLarge {
@@ -199,6 +219,8 @@ func TestReadLocalLimits(t *testing.T) {
 // archive's writer and fails the reading side, which then commits nothing.
 func TestReadLocalCanceled(t *testing.T) {
 	f := newLocalFake(t)
+	localEUID = func() int { return 0 }
+	defer func() { localEUID = os.Geteuid }()
 	if err := os.WriteFile(filepath.Join(f.ws, "big"), make([]byte, 64<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}

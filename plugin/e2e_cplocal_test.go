@@ -66,10 +66,19 @@ func TestCpLocalRoute(t *testing.T) {
 			t.Errorf("cp %s: the local route's copy differs from the stream's (-stream +local):\n%s", src, diff)
 		}
 	}
-	// Refusals: the same error, and none of it is read from the engine's
-	// side (no exec) on the local route.
+	// Files the sandbox's user made unreadable to itself (after the copy
+	// of the whole workspace, which is the user space without a session).
+	// Not folders: the helper's disk measurement gives their owner read
+	// and search back after a run (exec/inside/disk.go); TestReadLocal
+	// covers them.
+	cpSh(t, s, `P=/opt/user/p && mkdir -p $P && echo s > $P/private && echo s > $P/group && chmod 000 $P/private && chmod 070 $P/group`)
+	ev.take()
+	// Refusals: the same error and message, with no exec on the local route.
 	for _, tc := range []struct{ src, code string }{{"out", "path_escape"}, {"out/passwd", "path_escape"}, {"d/etc/passwd", "path_escape"}, {"chain/passwd", "path_escape"},
-		{"/opt/workspace/../../etc/passwd", "path_escape"}, {"nope", "file_not_found"}, {"big/", "not_directory"}} {
+		{"/opt/workspace/../../etc/passwd", "path_escape"}, {"nope", "file_not_found"}, {"big/", "not_directory"},
+		// What the sandbox's user cannot read itself: root, who reads the
+		// volume on the local route, refuses it too.
+		{"/opt/user/p/private", "permission_denied"}, {"/opt/user/p/group", "permission_denied"}, {"/opt/user/p", "permission_denied"}} {
 		dst := filepath.Join(host, "refused")
 		ra := sb(t, "cp", "--format", "json", s+":"+tc.src, dst)
 		cpWantErr(t, ra, tc.code)

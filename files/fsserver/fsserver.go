@@ -192,7 +192,7 @@ func (s *Server) run(args []string) error {
 	case "rm":
 		return s.rm(root, rel, p, *recursive, *force)
 	case "tar-out":
-		return tarOut(s.Stdout, root, rel, p, lim, *mustDir)
+		return tarOut(s.Stdout, root, rel, p, lim, *mustDir, nil)
 	default: // tar-in
 		res, err := tarsafe.Extract(root, tarsafe.Dest{Path: rel, MustBeDir: *mustDir, Contents: *contents, Raw: *raw, Display: display(p)}, in,
 			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask, Strict: *strict})
@@ -208,7 +208,10 @@ func (s *Server) run(args []string) error {
 // from space, the folder that is p's space (/opt/workspace or /opt/user,
 // or where the engine keeps it: a copy out of a sandbox on a local engine
 // reads the volume there, see exec.LocalReader).
-func TarOut(w io.Writer, space *os.Root, p string, lim tarsafe.Limits, mustBeDir bool) error {
+//
+// access (nil in the helper) refuses what the sandbox's user could not
+// read, for a reader with more rights (tarsafe.Access).
+func TarOut(w io.Writer, space *os.Root, p string, lim tarsafe.Limits, mustBeDir bool, access tarsafe.Access) error {
 	_, rel, err := fsproto.Resolve(p)
 	if err != nil {
 		return err
@@ -216,10 +219,10 @@ func TarOut(w io.Writer, space *os.Root, p string, lim tarsafe.Limits, mustBeDir
 	if err := checkWay(space, rel, p); err != nil {
 		return err
 	}
-	return tarOut(w, space, rel, p, lim, mustBeDir)
+	return tarOut(w, space, rel, p, lim, mustBeDir, access)
 }
 
-func tarOut(w io.Writer, root *os.Root, rel, p string, lim tarsafe.Limits, mustBeDir bool) error {
+func tarOut(w io.Writer, root *os.Root, rel, p string, lim tarsafe.Limits, mustBeDir bool, access tarsafe.Access) error {
 	top := ""
 	if rel == "." {
 		sp, _, _ := fsproto.Resolve(p)
@@ -227,7 +230,7 @@ func tarOut(w io.Writer, root *os.Root, rel, p string, lim tarsafe.Limits, mustB
 	}
 	// Create buffers (and flushes) its own writes: a second buffer here
 	// would copy every byte once more on its way to the exec's pipe.
-	_, err := tarsafe.Create(w, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: mustBeDir, Display: display(p)})
+	_, err := tarsafe.Create(w, root, rel, tarsafe.CreateOptions{Limits: lim, TopName: top, MustBeDir: mustBeDir, Display: display(p), Access: access})
 	return err
 }
 

@@ -26,6 +26,10 @@ type CreateOptions struct {
 	MustBeDir bool
 	// Display names the source in messages ("" for name).
 	Display string
+	// Access, when set, refuses (permission_denied) what the sandbox's
+	// user could not open or look up, for a reader with more rights (see
+	// Access).
+	Access Access
 }
 
 // Create writes a tar archive of name (relative to base, slash-separated;
@@ -54,7 +58,7 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	// pieces bigger than it (buf), so that, once the header before it is
 	// flushed, they go to w without being copied once more.
 	bw := bufio.NewWriterSize(w, 128<<10)
-	c := &creator{tw: tar.NewWriter(bw), bw: bw, lim: o.Limits.Norm(), res: newResult(), buf: make([]byte, 256<<10)}
+	c := &creator{tw: tar.NewWriter(bw), bw: bw, lim: o.Limits.Norm(), res: newResult(), buf: make([]byte, 256<<10), access: o.Access}
 	name = path.Clean("./" + name)
 	top := o.TopName
 	if top == "" {
@@ -65,12 +69,15 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	}
 	// The folder that holds the copied path, opened one folder at a time
 	// (Walk), and the path's last element in it.
-	dir, osName, err := Walk(base, name, false)
+	dir, osName, err := walk(base, name, false, false, o.Access)
 	if err != nil {
 		return nil, fsproto.FromOS(err, "")
 	}
 	defer dir.Close()
 	base = dir
+	if err := o.Access.check(base, osName, WantSearch); err != nil {
+		return nil, fsproto.FromOS(err, "")
+	}
 	fi, err := base.Lstat(osName)
 	if err != nil {
 		return nil, fsproto.FromOS(err, "")
@@ -88,6 +95,11 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	switch {
 	case fi.IsDir():
 		r, err := OpenDir(base, osName)
+		if err == nil {
+			if err = o.Access.check(r, osName, WantRead); err != nil {
+				r.Close()
+			}
+		}
 		if err != nil {
 			return nil, fsproto.FromOS(err, "")
 		}
@@ -136,6 +148,7 @@ type creator struct {
 	buf     []byte
 	entries int64
 	total   int64
+	access  Access
 }
 
 func (c *creator) header(fi fs.FileInfo, name, link string) (*tar.Header, error) {
@@ -185,9 +198,17 @@ func (c *creator) dir(r *os.Root, name string, depth int) error {
 		return fsproto.FromOS(err, name)
 	}
 	defer f.Close()
+	searched := false
 	for {
 		ents, err := f.ReadDir(256)
 		for _, e := range ents {
+			if !searched {
+				// Every entry is looked up in r.
+				if err := c.access.checkInfo(fi, name, WantSearch); err != nil {
+					return fsproto.FromOS(err, name+"/"+e.Name())
+				}
+				searched = true
+			}
 			if err := c.child(r, e, name+"/"+e.Name(), depth); err != nil {
 				return err
 			}
@@ -215,6 +236,11 @@ func (c *creator) child(r *os.Root, e fs.DirEntry, name string, depth int) error
 		return c.link(r, n, name)
 	case t.IsDir():
 		sub, err := OpenDir(r, n)
+		if err == nil {
+			if err = c.access.check(sub, n, WantRead); err != nil {
+				sub.Close()
+			}
+		}
 		if errors.Is(err, syscall.ELOOP) {
 			// It turned into a link since it was listed: one that stays
 			// inside is followed, one folder at a time.
@@ -321,6 +347,9 @@ func (c *creator) file(r *os.Root, n, name string) error {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
+		return fsproto.FromOS(err, name)
+	}
+	if err := c.access.checkInfo(fi, n, WantRead); err != nil {
 		return fsproto.FromOS(err, name)
 	}
 	if !fi.Mode().IsRegular() {

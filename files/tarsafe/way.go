@@ -104,14 +104,47 @@ func sameAsName(parent *os.Root, name string, opened func(string) (fs.FileInfo, 
 // is resolved too. A missing last element is returned as it is, for the
 // operation to report or create.
 func Walk(root *os.Root, rel string, followLast bool) (*os.Root, string, error) {
-	return walk(root, rel, followLast, false)
+	return walk(root, rel, followLast, false, nil)
+}
+
+// Access is the permission check of a reader with more rights than the
+// sandbox's user (the local route of a copy out reads as root): asked with
+// a file's stat and what the kernel would check for that user (read,
+// search), it returns an error where the user's own open or lookup would
+// fail with EACCES. nil checks nothing.
+type Access func(fi fs.FileInfo, want fs.FileMode) error
+
+// What an Access is asked for: read (open a file or folder), search (look
+// a name up in a folder).
+const (
+	WantRead   fs.FileMode = 4
+	WantSearch fs.FileMode = 1
+)
+
+// check asks a about the folder r (name: for the error).
+func (a Access) check(r *os.Root, name string, want fs.FileMode) error {
+	if a == nil {
+		return nil
+	}
+	fi, err := r.Stat(".")
+	if err != nil {
+		return err
+	}
+	return a.checkInfo(fi, name, want)
+}
+
+func (a Access) checkInfo(fi fs.FileInfo, name string, want fs.FileMode) error {
+	if a == nil || a(fi, want) == nil {
+		return nil
+	}
+	return &fs.PathError{Op: "openat", Path: name, Err: syscall.EACCES}
 }
 
 // OpenPath opens the folder rel of root through Walk, following links on
 // the way and as the last element; with mkdir it creates the folders that
 // are missing (mode 0755, less the umask).
 func OpenPath(root *os.Root, rel string, mkdir bool) (*os.Root, error) {
-	dir, n, err := walk(root, rel, true, mkdir)
+	dir, n, err := walk(root, rel, true, mkdir, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +160,7 @@ func OpenPath(root *os.Root, rel string, mkdir bool) (*os.Root, error) {
 	return OpenDir(dir, n)
 }
 
-func walk(root *os.Root, rel string, followLast, mkdir bool) (*os.Root, string, error) {
+func walk(root *os.Root, rel string, followLast, mkdir bool, access Access) (*os.Root, string, error) {
 	todo := strings.Split(rel, "/")
 	var stack []*os.Root
 	closeAll := func() {
@@ -183,6 +216,9 @@ func walk(root *os.Root, rel string, followLast, mkdir bool) (*os.Root, string, 
 		if last && !followLast {
 			return done(n)
 		}
+		if err := access.check(cur(), n, WantSearch); err != nil {
+			return fail(err)
+		}
 		fi, err := cur().Lstat(n)
 		if errors.Is(err, fs.ErrNotExist) && mkdir && !last {
 			if err := cur().Mkdir(n, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -217,6 +253,11 @@ func walk(root *os.Root, rel string, followLast, mkdir bool) (*os.Root, string, 
 			return fail(&fs.PathError{Op: "openat", Path: rel, Err: syscall.ENOTDIR})
 		}
 		sub, err := OpenDir(cur(), n)
+		if err == nil {
+			if err = access.check(sub, n, WantRead); err != nil {
+				sub.Close()
+			}
+		}
 		if err != nil {
 			return fail(err)
 		}

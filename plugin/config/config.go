@@ -175,8 +175,8 @@ type Config struct {
 	CopyFrozen bool
 
 	// CopyLocal: a copy from a sandbox to the host, on an engine on this
-	// machine (a unix socket) whose volume folders this user can open,
-	// reads the sandbox's volume there (copy_local; exec.LocalReader).
+	// machine (a unix socket), by a plugin running as root, reads the
+	// sandbox's volume there (copy_local; exec.LocalReader).
 	CopyLocal bool
 
 	// Caps of one cp or files call (host extraction and the helper's).
