@@ -11,7 +11,9 @@ package plugin_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,8 +28,10 @@ func TestCpLocalRoute(t *testing.T) {
 	needE2E(t)
 	s := newScope(t)
 	cpSh(t, s, `mkdir -p d/e && echo deep > d/e/f && ln d/e/f d/hard && ln -s /etc d/etc && ln -s e/f d/rel && chmod 700 d/e &&
-		head -c 4194304 /dev/urandom > big && echo u > /opt/user/u && ln -s /etc out && ln -s d/etc chain`)
+		head -c 4194304 /dev/urandom > big && echo u > /opt/user/u && ln -s /etc out && ln -s d/etc chain &&
+		ln -s ../../../../../../../../../../etc hostetc && ln -s ../../../../../../../../../../etc/hostname hostname`)
 	id := cpSandboxID(t, s)
+	hostName, _ := os.Hostname()
 	local := !underRunsc()
 	ev := cpWatch(t, id)
 	host := t.TempDir()
@@ -75,7 +79,10 @@ func TestCpLocalRoute(t *testing.T) {
 	ev.take()
 	// Refusals: the same error and message, with no exec on the local route.
 	for _, tc := range []struct{ src, code string }{{"out", "path_escape"}, {"out/passwd", "path_escape"}, {"d/etc/passwd", "path_escape"}, {"chain/passwd", "path_escape"},
-		{"/opt/workspace/../../etc/passwd", "path_escape"}, {"nope", "file_not_found"}, {"big/", "not_directory"},
+		{"/opt/workspace/../../etc/passwd", "path_escape"},
+		// Relative links far up: on the local route, out of the volume is
+		// the host's own filesystem.
+		{"hostetc/hostname", "path_escape"}, {"hostname", "path_escape"}, {"hostetc/", "path_escape"}, {"nope", "file_not_found"}, {"big/", "not_directory"},
 		// What the sandbox's user cannot read itself: root, who reads the
 		// volume on the local route, refuses it too.
 		{"/opt/user/p/private", "permission_denied"}, {"/opt/user/p/group", "permission_denied"}, {"/opt/user/p", "permission_denied"}} {
@@ -90,6 +97,9 @@ func TestCpLocalRoute(t *testing.T) {
 			wantExecs("cp "+tc.src, ga, local)
 		}
 		ev.take()
+		if hostName != "" && (strings.Contains(ra.Stdout+ra.Stderr, hostName) || strings.Contains(rb.Stdout+rb.Stderr, hostName)) {
+			t.Errorf("cp %s answered with the host's hostname", tc.src)
+		}
 		if decodeErr(t, ra).Error.Message != decodeErr(t, rb).Error.Message {
 			t.Errorf("cp %s: the local route says %q, the stream %q", tc.src, decodeErr(t, ra).Error.Message, decodeErr(t, rb).Error.Message)
 		}
