@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
@@ -42,7 +43,9 @@ import (
 //     state, under runc or crun (gVisor's kernel may hold a sandbox's writes
 //     in its own cache for a while: not read behind its back);
 //   - the path's space (/opt/workspace or /opt/user) is the target's own
-//     volume, the mount's Source opens here, and it is the engine's
+//     volume (OwnVolume: named, labelled, the local driver without
+//     options, so not a folder of the host bound as a volume), the
+//     mount's Source opens here, and it is the engine's
 //     folder, not one that has the same path on this machine:
 //     its modification time, to the nanosecond, and type match the
 //     engine's stat of the mount point, fetched in the same round trip.
@@ -53,6 +56,7 @@ import (
 type LocalEngine interface {
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
 	ContainerStatPath(ctx context.Context, container, path string) (container.PathStat, error)
+	VolumeInspect(ctx context.Context, volumeID string) (volume.Volume, error)
 }
 
 // localRuntimes are the runtimes whose sandboxes write straight to the
@@ -82,13 +86,21 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 		cerr error
 		st   container.PathStat
 		serr error
+		v    volume.Volume
+		verr error
 		wg   sync.WaitGroup
 	)
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c, cerr = l.Engine.ContainerInspect(ctx, t.ContainerName()) }()
 	go func() { defer wg.Done(); st, serr = l.Engine.ContainerStatPath(ctx, t.ContainerName(), mountDir) }()
+	go func() { defer wg.Done(); v, verr = l.Engine.VolumeInspect(ctx, vol) }()
 	wg.Wait()
-	if cerr != nil || serr != nil {
+	if cerr != nil || serr != nil || verr != nil {
+		return false, nil
+	}
+	// A plain local volume of the plugin's own: not one bound to a host
+	// folder (driver options), whose Source would be that folder.
+	if _, _, ok := OwnVolume(&v); !ok || v.Name != vol {
 		return false, nil
 	}
 	if own, isOwn := OwnSandboxInspect(&c); !isOwn || own != t || c.HostConfig == nil || !localRuntimes[c.HostConfig.Runtime] {

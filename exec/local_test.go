@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -31,6 +32,20 @@ type localFake struct {
 	inspectErr error
 	statErr    error
 	mtime      *time.Time // the engine's stat of the mount point (nil: the folder's own)
+	volOpts    map[string]string
+	volLabels  map[string]string
+}
+
+func (f *localFake) VolumeInspect(ctx context.Context, name string) (volume.Volume, error) {
+	t := core.Target{Scope: "a"}
+	if name != t.UserVolume() && name != t.WorkspaceVolume() {
+		return volume.Volume{}, errors.New("no such volume")
+	}
+	labels := f.volLabels
+	if labels == nil {
+		labels = map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindUser, core.LabelScope: "a"}
+	}
+	return volume.Volume{Name: name, Driver: "local", Options: f.volOpts, Labels: labels}, nil
 }
 
 func (f *localFake) ContainerInspect(ctx context.Context, name string) (container.InspectResponse, error) {
@@ -129,6 +144,10 @@ func TestReadLocal(t *testing.T) {
 		{name: "a folder its user cannot list", path: "/opt/user/blind", ok: true, errCode: fsproto.CodePermissionDenied},
 		{name: "through a folder its user cannot read", path: "/opt/user/blind/f", ok: true, errCode: fsproto.CodePermissionDenied},
 		{name: "not root", path: "/opt/workspace/top.txt", setup: func(f *localFake) { localEUID = func() int { return 1000 } }},
+		{name: "a host folder bound as the volume", path: "/opt/workspace/top.txt", setup: func(f *localFake) {
+			f.volOpts = map[string]string{"type": "none", "o": "bind", "device": "/etc"}
+		}},
+		{name: "a volume without the plugin's labels", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.volLabels = map[string]string{} }},
 		{name: "gVisor", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.runtime = "runsc" }},
 		{name: "not a sandbox of ours", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.labels = nil }},
 		{name: "another scope's sandbox", path: "/opt/workspace/top.txt", setup: func(f *localFake) { f.labels[core.LabelScope] = "b" }},
