@@ -74,8 +74,8 @@ type LocalReader struct {
 // reports ok; ok false: the route does not apply, nothing was done.
 func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, mustBeDir bool, lim tarsafe.Limits, consume func(io.Reader) error) (ok bool, err error) {
 	space, _, err := fsproto.Resolve(p)
-	if err != nil {
-		return false, nil // the helper reports it
+	if err != nil || localEUID() != 0 {
+		return false, nil // the helper reports a bad path
 	}
 	mountDir, vol := core.WorkspaceDir, t.WorkspaceVolume()
 	if space == core.UserDir {
@@ -113,9 +113,6 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 		}
 	}
 	if src == "" {
-		return false, nil
-	}
-	if localEUID() != 0 {
 		return false, nil
 	}
 	root, err := os.OpenRoot(src)
