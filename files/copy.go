@@ -46,7 +46,7 @@ type Copier struct {
 	Strict bool
 	// Direct are the routes a sandbox -> host copy tries, in order, before
 	// it streams through the helper: the first one that applies does the
-	// copy. exec.LocalReader reads the sandbox's volume on this machine
+	// copy. LocalReader reads the sandbox's volume on this machine
 	// (copy_local), exec.FrozenReader the engine's archive endpoint while
 	// the sandbox is paused (copy_frozen).
 	Direct []DirectSource

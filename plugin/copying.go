@@ -42,7 +42,7 @@ func copier(dockerCli command.Cli, c *config.Config, limits tarsafe.Limits, keep
 		Limits: limits, KeepMode: keepMode, Umask: files.Umask(),
 	}
 	if c.CopyLocal && strings.HasPrefix(engineEndpoint(dockerCli).Host, "unix://") {
-		cp.Direct = append(cp.Direct, &sbexec.LocalReader{Engine: engineAPI(dockerCli)})
+		cp.Direct = append(cp.Direct, &files.LocalReader{Engine: engineAPI(dockerCli)})
 	}
 	if c.CopyFrozen {
 		cp.Direct = append(cp.Direct, &sbexec.FrozenReader{Engine: engineAPI(dockerCli)})

@@ -591,7 +591,7 @@ run_channel_off_pass() {
 # The copy-stream and copy-frozen passes: the hostile copy-out tests again
 # with copy_local = false (a copy to the host streams through the helper's
 # exec; the main pass reads the volume on this machine, the default here:
-# exec.LocalReader), and with copy_frozen = true and copy_local = false (it
+# files.LocalReader), and with copy_frozen = true and copy_local = false (it
 # reads the engine's archive endpoint while the sandbox is paused; off by
 # default), so that every containment rule is shown to hold on each route.
 # Only on a full run. Budget: 1 minute each. TestCpFrozen* and

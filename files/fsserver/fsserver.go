@@ -207,7 +207,7 @@ func (s *Server) run(args []string) error {
 // (tarsafe.Create; the path's own entry first, named after it), reading
 // from space, the folder that is p's space (/opt/workspace or /opt/user,
 // or where the engine keeps it: a copy out of a sandbox on a local engine
-// reads the volume there, see exec.LocalReader).
+// reads the volume there, see files.LocalReader).
 //
 // access (nil in the helper) refuses what the sandbox's user could not
 // read, for a reader with more rights (tarsafe.Access).

@@ -176,7 +176,7 @@ type Config struct {
 
 	// CopyLocal: a copy from a sandbox to the host, on an engine on this
 	// machine (a unix socket), by a plugin running as root, reads the
-	// sandbox's volume there (copy_local; exec.LocalReader).
+	// sandbox's volume there (copy_local; files.LocalReader).
 	CopyLocal bool
 
 	// Caps of one cp or files call (host extraction and the helper's).

@@ -1,4 +1,4 @@
-package exec
+package files
 
 import (
 	"archive/tar"
@@ -60,7 +60,7 @@ func (f *localFake) ContainerInspect(ctx context.Context, name string) (containe
 		Mounts: []container.MountPoint{
 			{Type: mount.TypeVolume, Name: f.wsName, Source: f.ws, Destination: core.WorkspaceDir, RW: true},
 			{Type: mount.TypeVolume, Name: t.UserVolume(), Source: f.user, Destination: core.UserDir, RW: true},
-			{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: core.HelperDir, RW: false}},
+			{Type: mount.TypeVolume, Name: core.PluginObjectPrefix + "helper.x", Destination: core.HelperDir, RW: false}},
 	}, nil
 }
 

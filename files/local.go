@@ -1,4 +1,4 @@
-package exec
+package files
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	sbexec "github.com/docker-sandbox/docker-sandbox/exec"
 	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 	"github.com/docker-sandbox/docker-sandbox/files/fsserver"
 	"github.com/docker-sandbox/docker-sandbox/files/tarsafe"
@@ -43,7 +44,7 @@ import (
 //     state, under runc or crun (gVisor's kernel may hold a sandbox's writes
 //     in its own cache for a while: not read behind its back);
 //   - the path's space (/opt/workspace or /opt/user) is the target's own
-//     volume (OwnVolume: named, labelled, the local driver without
+//     volume (exec.OwnVolume: named, labelled, the local driver without
 //     options, so not a folder of the host bound as a volume), the
 //     mount's Source opens here, and it is the engine's
 //     folder, not one that has the same path on this machine:
@@ -100,10 +101,10 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 	}
 	// A plain local volume of the plugin's own: not one bound to a host
 	// folder (driver options), whose Source would be that folder.
-	if _, _, ok := OwnVolume(&v); !ok || v.Name != vol {
+	if _, _, ok := sbexec.OwnVolume(&v); !ok || v.Name != vol {
 		return false, nil
 	}
-	if own, isOwn := OwnSandboxInspect(&c); !isOwn || own != t || c.HostConfig == nil || !localRuntimes[c.HostConfig.Runtime] {
+	if own, isOwn := sbexec.OwnSandboxInspect(&c); !isOwn || own != t || c.HostConfig == nil || !localRuntimes[c.HostConfig.Runtime] {
 		return false, nil
 	}
 	src := ""
@@ -140,8 +141,8 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 		done <- err
 	}()
 	cerr = consume(pr)
-	pr.CloseWithError(errLocalStopped)
-	if perr := <-done; cerr == nil && perr != nil && !errors.Is(perr, errLocalStopped) {
+	pr.CloseWithError(errStopped)
+	if perr := <-done; cerr == nil && perr != nil && !errors.Is(perr, errStopped) {
 		return true, perr
 	}
 	return true, cerr
@@ -175,6 +176,3 @@ func accessAs(uid, gid uint32) tarsafe.Access {
 		return nil
 	}
 }
-
-// errLocalStopped tells the archive's writer that the copy stopped reading.
-var errLocalStopped = errors.New("the copy stopped")
