@@ -541,7 +541,7 @@ run_go_test() {
 # config) are runtime-independent and run once.
 # DOCKER_SANDBOX_RUNSC_PASS_RUN and DOCKER_SANDBOX_RUNSC_PASS_COUNT narrow or repeat
 # the pass (with DOCKER_SANDBOX_RUNSC_PASS_ONLY=1, to check one test under gVisor).
-RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestCpHostileSymlinks|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpFrozenRoute|TestRuntimeRunscDifferences)$}"
+RUNSC_PASS_TESTS="${DOCKER_SANDBOX_RUNSC_PASS_RUN:-^(TestContainment(WrapperAttacks|ControlSocket|StopWins|NoForgery|DiskLimit|MaxLifetime)|TestExec(ExitCodes|TimeoutKillsEverything|PID1ReapsZombies|IdleExpiry|StreamsLive|Interrupt|PluginKilledProgramStillTimesOut)|TestHardening(Inside|ForkBomb|OOM|OutputFlood|WorkdirProcRefused)|TestLifecycleFaults|TestScopesSessionIsolation|TestCpRoundTrip|TestCpHostileSymlinks|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpLocalRoute|TestCpFrozenRoute|TestRuntimeRunscDifferences)$}"
 RUNSC_PASS_COUNT="${DOCKER_SANDBOX_RUNSC_PASS_COUNT:-1}"
 
 run_runsc_pass() {
