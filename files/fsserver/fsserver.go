@@ -6,8 +6,8 @@
 // from the path), walked one folder at a time with each folder checked
 // (tarsafe.Walk), so that a symbolic link planted by sandboxed code, at any
 // depth of a path and at any moment, cannot lead an operation outside
-// them, under gVisor too: such a path is refused with path_escape. It depends on the standard library only, like
-// the helper.
+// them, under gVisor too: such a path is refused with path_escape. It
+// depends on the standard library only, like the helper.
 //
 // Usage (PATH as fsproto.Resolve takes it; data on stdin/stdout, raw; an
 // error is one JSON object {"code":...,"message":...} on stderr and exit
@@ -162,7 +162,7 @@ func (s *Server) run(args []string) error {
 		return usageError{fmt.Sprintf("fs %s: want exactly one PATH, got %d arguments", cmd, fl.NArg())}
 	}
 	p := fl.Arg(0)
-	root, rel, _, err := s.open(p)
+	root, rel, space, err := s.open(p)
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (s *Server) run(args []string) error {
 	case "rm":
 		return s.rm(root, rel, p, *recursive, *force)
 	case "tar-out":
-		return tarOut(s.Stdout, root, rel, p, lim, *mustDir, nil)
+		return tarOut(s.Stdout, root, space, rel, p, lim, *mustDir, nil)
 	default: // tar-in
 		res, err := tarsafe.Extract(root, tarsafe.Dest{Path: rel, MustBeDir: *mustDir, Contents: *contents, Raw: *raw, Display: display(p)}, in,
 			tarsafe.Options{Limits: lim, KeepMode: *keepMode, Umask: s.Umask, Strict: *strict})
@@ -212,20 +212,20 @@ func (s *Server) run(args []string) error {
 // access (nil in the helper) refuses what the sandbox's user could not
 // read, for a reader with more rights (tarsafe.Access).
 func TarOut(w io.Writer, space *os.Root, p string, lim tarsafe.Limits, mustBeDir bool, access tarsafe.Access) error {
-	_, rel, err := fsproto.Resolve(p)
+	sp, rel, err := fsproto.Resolve(p)
 	if err != nil {
 		return err
 	}
 	if err := checkWay(space, rel, p); err != nil {
 		return err
 	}
-	return tarOut(w, space, rel, p, lim, mustBeDir, access)
+	return tarOut(w, space, sp, rel, p, lim, mustBeDir, access)
 }
 
-func tarOut(w io.Writer, root *os.Root, rel, p string, lim tarsafe.Limits, mustBeDir bool, access tarsafe.Access) error {
+// tarOut archives rel of root, the folder of the space sp.
+func tarOut(w io.Writer, root *os.Root, sp, rel, p string, lim tarsafe.Limits, mustBeDir bool, access tarsafe.Access) error {
 	top := ""
 	if rel == "." {
-		sp, _, _ := fsproto.Resolve(p)
 		top = path.Base(sp)
 	}
 	// Create buffers (and flushes) its own writes: a second buffer here
@@ -349,7 +349,7 @@ func (s *Server) ls(root *os.Root, rel, p string, recursive bool) error {
 	if !isDir {
 		target := ""
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, _ = readlink(root, rel)
+			target, _ = tarsafe.ReadlinkIn(root, rel)
 		}
 		if err := enc.Encode(fsproto.NewEntry(path.Base(rel), fi, target)); err != nil {
 			return err
@@ -578,7 +578,7 @@ func (s *Server) rm(root *os.Root, rel, p string, recursive, force bool) error {
 			return fsproto.Errorf(fsproto.CodeIsDirectory, "%s is a folder: remove it with -r", display(p))
 		}
 		mutating("rm -r", rel)
-		if err := removeAll(dir, n, 0); err != nil {
+		if err := tarsafe.RemoveAll(dir, n); err != nil {
 			return fsproto.FromOS(err, display(p))
 		}
 		return done(true)
@@ -589,60 +589,4 @@ func (s *Server) rm(root *os.Root, rel, p string, recursive, force bool) error {
 		return fsproto.FromOS(err, display(p))
 	}
 	return done(true)
-}
-
-// removeAll removes the folder n of dir and all it holds, each folder
-// opened through tarsafe.OpenDir (os.Root.RemoveAll opens them with
-// O_DIRECTORY, which gVisor follows when a folder is exchanged for a link
-// meanwhile). A link is removed itself, never followed.
-func removeAll(dir *os.Root, n string, depth int) error {
-	if depth > 512 {
-		return fsproto.Errorf(fsproto.CodeTooLarge, "%s: folders nested deeper than 512 levels", n)
-	}
-	sub, err := tarsafe.OpenDir(dir, n)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	for {
-		f, err := sub.Open(".")
-		if err != nil {
-			return err
-		}
-		ents, err := f.ReadDir(1024)
-		f.Close()
-		if err != nil && err != io.EOF {
-			return err
-		}
-		if len(ents) == 0 {
-			break
-		}
-		for _, e := range ents {
-			if e.IsDir() {
-				err = removeAll(sub, e.Name(), depth+1)
-			} else {
-				err = sub.Remove(e.Name())
-			}
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-	}
-	if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-// readlink is the target of the link rel of root, read in its folder.
-func readlink(root *os.Root, rel string) (string, error) {
-	dir, n, err := tarsafe.Walk(root, rel, false)
-	if err != nil {
-		return "", err
-	}
-	defer dir.Close()
-	return dir.Readlink(n)
 }

@@ -83,10 +83,8 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 		return nil, fsproto.FromOS(err, "")
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		if d, _, err := Walk(base, osName, true); fsproto.IsEscape(err) {
+		if _, err := statIn(base, osName); fsproto.IsEscape(err) {
 			return nil, errorf(fsproto.CodePathEscape, "a symbolic link that leads outside the folder it is copied from: refused")
-		} else if err == nil {
-			d.Close()
 		}
 	}
 	if o.MustBeDir && !fi.IsDir() {
@@ -94,12 +92,7 @@ func create(w io.Writer, base *os.Root, name string, o CreateOptions) (*Result, 
 	}
 	switch {
 	case fi.IsDir():
-		r, err := OpenDir(base, osName)
-		if err == nil {
-			if err = o.Access.check(r, osName, WantRead); err != nil {
-				r.Close()
-			}
-		}
+		r, err := o.Access.openDir(base, osName)
 		if err != nil {
 			return nil, fsproto.FromOS(err, "")
 		}
@@ -235,12 +228,7 @@ func (c *creator) child(r *os.Root, e fs.DirEntry, name string, depth int) error
 	case t&fs.ModeSymlink != 0:
 		return c.link(r, n, name)
 	case t.IsDir():
-		sub, err := OpenDir(r, n)
-		if err == nil {
-			if err = c.access.check(sub, n, WantRead); err != nil {
-				sub.Close()
-			}
-		}
+		sub, err := c.access.openDir(r, n)
 		if errors.Is(err, syscall.ELOOP) {
 			// It turned into a link since it was listed: one that stays
 			// inside is followed, one folder at a time.

@@ -308,7 +308,7 @@ func (x *extractor) copy(base *os.Root, dpath string, d Dest) error {
 		defer func() {
 			if !ok {
 				x.closeParent()
-				_ = parent.RemoveAll(stgName)
+				_ = RemoveAll(parent, stgName)
 			}
 		}()
 		stg, err := OpenDir(parent, stgName)
@@ -378,7 +378,7 @@ func (x *extractor) into(base *os.Root, dpath string, first *tar.Header) error {
 	}
 	defer func() {
 		x.closeParent()
-		_ = dst.RemoveAll(stgName)
+		_ = RemoveAll(dst, stgName)
 	}()
 	stg, err := OpenDir(dst, stgName)
 	if err != nil {
@@ -892,7 +892,7 @@ func (x *extractor) checkLinks(stg *os.Root) error {
 		if x.o.Strict {
 			return errorf(fsproto.CodePathEscape, "%s is a symbolic link that leads outside the copy (through other links): refused (--strict)", p)
 		}
-		target, _ := readlinkIn(tree, p)
+		target, _ := ReadlinkIn(tree, p)
 		if err := removeIn(tree, p); err != nil {
 			return fsproto.FromOS(err, p)
 		}
@@ -917,7 +917,7 @@ func (x *extractor) checkLanded(dst *os.Root) error {
 		if _, err := statIn(dst, p); !fsproto.IsEscape(err) {
 			continue
 		}
-		target, _ := readlinkIn(dst, p)
+		target, _ := ReadlinkIn(dst, p)
 		if err := removeIn(dst, p); err != nil {
 			return fsproto.FromOS(err, p)
 		}

@@ -2,11 +2,14 @@ package tarsafe
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/docker-sandbox/docker-sandbox/files/fsproto"
 )
 
 // The walks of this file open a path one folder at a time and prove each
@@ -133,6 +136,20 @@ func (a Access) check(r *os.Root, name string, want fs.FileMode) error {
 	return a.checkInfo(fi, name, want)
 }
 
+// openDir is OpenDir, then a's read check of the folder opened (the
+// user's own open would need read permission).
+func (a Access) openDir(parent *os.Root, name string) (*os.Root, error) {
+	r, err := OpenDir(parent, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.check(r, name, WantRead); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
 func (a Access) checkInfo(fi fs.FileInfo, name string, want fs.FileMode) error {
 	if a == nil || a(fi, want) == nil {
 		return nil
@@ -252,12 +269,7 @@ func walk(root *os.Root, rel string, followLast, mkdir bool, access Access) (*os
 		if !fi.IsDir() {
 			return fail(&fs.PathError{Op: "openat", Path: rel, Err: syscall.ENOTDIR})
 		}
-		sub, err := OpenDir(cur(), n)
-		if err == nil {
-			if err = access.check(sub, n, WantRead); err != nil {
-				sub.Close()
-			}
-		}
+		sub, err := access.openDir(cur(), n)
 		if err != nil {
 			return fail(err)
 		}
@@ -274,7 +286,7 @@ func escapeError(rel string) error {
 	return &fs.PathError{Op: "openat", Path: rel, Err: errEscapes}
 }
 
-// lstatIn, statIn, removeIn and readlinkIn are os.Root's Lstat, Stat,
+// lstatIn, statIn, removeIn and ReadlinkIn are os.Root's Lstat, Stat,
 // Remove and Readlink of the path rel of root, done on its last element in
 // the folder Walk opened.
 func lstatIn(root *os.Root, rel string) (fs.FileInfo, error) {
@@ -290,7 +302,7 @@ func removeIn(root *os.Root, rel string) error {
 	return err
 }
 
-func readlinkIn(root *os.Root, rel string) (string, error) {
+func ReadlinkIn(root *os.Root, rel string) (string, error) {
 	return onLast(root, rel, false, func(d *os.Root, n string) (string, error) { return d.Readlink(n) })
 }
 
@@ -302,4 +314,68 @@ func onLast[T any](root *os.Root, rel string, follow bool, op func(*os.Root, str
 	}
 	defer dir.Close()
 	return op(dir, n)
+}
+
+// RemoveAll removes the entry name (one path element) of dir and, when it
+// is a folder, all it holds, each folder opened through OpenDir:
+// os.Root.RemoveAll opens them with O_DIRECTORY, which gVisor follows when
+// sandboxed code exchanges a folder for a link meanwhile, and would empty
+// the link's target. A link is removed itself, never followed; an entry
+// already gone is no error.
+func RemoveAll(dir *os.Root, name string) error {
+	return removeAll(dir, name, 0)
+}
+
+func removeAll(dir *os.Root, n string, depth int) error {
+	if depth > maxDepth {
+		return errorf(fsproto.CodeTooLarge, "%s: folders nested deeper than %d levels", n, maxDepth)
+	}
+	fi, err := dir.Lstat(n)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		sub, err := OpenDir(dir, n)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = removeEntries(sub, depth)
+		sub.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := dir.Remove(n); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// removeEntries removes everything the folder dir holds.
+func removeEntries(dir *os.Root, depth int) error {
+	for {
+		f, err := dir.Open(".")
+		if err != nil {
+			return err
+		}
+		ents, err := f.ReadDir(1024)
+		f.Close()
+		if err != nil && err != io.EOF {
+			return err
+		}
+		if len(ents) == 0 {
+			return nil
+		}
+		for _, e := range ents {
+			if err := removeAll(dir, e.Name(), depth+1); err != nil {
+				return err
+			}
+		}
+	}
 }

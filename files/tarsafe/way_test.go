@@ -2,6 +2,7 @@ package tarsafe
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -138,5 +139,47 @@ func TestOpenDirExchanged(t *testing.T) {
 			}
 			s.checkCanary()
 		})
+	}
+}
+
+// TestRemoveAll: a tree is removed with its links (never what they lead
+// to); a folder exchanged between its opening and its check (what gVisor's
+// openat does with a link swapped in: it follows it) stops the removal with
+// path_escape, and nothing outside the root is touched.
+func TestRemoveAll(t *testing.T) {
+	for _, exchange := range []bool{false, true} {
+		s := newSandbox(t)
+		mustWrite(t, filepath.Join(s.base, "t", "a", "b", "f"), "F")
+		mustWrite(t, filepath.Join(s.base, "t", "g"), "G")
+		if err := os.Symlink(s.canary, filepath.Join(s.base, "t", "a", "out")); err != nil {
+			t.Fatal(err)
+		}
+		if exchange {
+			testHookOpened = func(name string) {
+				if name == "b" {
+					swapFor(t, filepath.Join(s.base, "t", "a", "b"), func() error {
+						return os.Symlink(s.canary, filepath.Join(s.base, "t", "a", "b"))
+					})
+				}
+			}
+		}
+		err := RemoveAll(s.root, "t")
+		testHookOpened = nil
+		if exchange {
+			if code := fsproto.FromOS(err, "t").Code; code != fsproto.CodePathEscape {
+				t.Errorf("exchanged: %v, want path_escape", err)
+			}
+		} else {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(filepath.Join(s.base, "t")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("t is still there: %v", err)
+			}
+		}
+		s.checkCanary()
+		if err := RemoveAll(s.root, "missing"); err != nil {
+			t.Errorf("a missing entry: %v", err)
+		}
 	}
 }
