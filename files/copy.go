@@ -110,7 +110,7 @@ func (c *Copier) copy(ctx context.Context, src, dst Location, stdin io.Reader, s
 		extract := func(r io.Reader) error {
 			var err error
 			res, err = tarsafe.Extract(base, tarsafe.Dest{Path: rel, MustBeDir: dst.DirSuffix, Contents: src.Contents, Display: dst.Arg}, r,
-				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask, Strict: c.Strict})
+				tarsafe.Options{Limits: c.Limits, KeepMode: c.KeepMode, Umask: c.Umask, Strict: c.Strict, Host: true})
 			return err
 		}
 		for _, d := range c.Direct {
@@ -194,15 +194,25 @@ func hostSource(p string) (*os.Root, string, error) {
 // hostDest opens the folder that holds the host destination and returns the
 // destination's name in it ("." when it is the root folder). The user's
 // own symbolic links on the way to the destination are resolved first
-// (they named it); everything the copy writes below it goes through
-// os.Root.
+// (they named it), and so is the destination itself when it is a link to a
+// folder (the copy goes into that folder, as with docker cp: /tmp on
+// macOS); a destination that is a link to anything else is refused: the
+// copy would write through it, and an earlier copy out of a sandbox may
+// have made it (`report.txt -> .bashrc`). Everything the copy writes below
+// it goes through tarsafe.Extract with Options.Host.
 func hostDest(p string) (*os.Root, string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return nil, "", core.Wrap(core.CodeFileNotFound, err, "bad destination %s", p)
 	}
 	var resolved string
-	_, err = os.Lstat(abs)
+	lfi, err := os.Lstat(abs)
+	if err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+		if fi, serr := os.Stat(abs); serr == nil && !fi.IsDir() {
+			target, _ := os.Readlink(abs)
+			return nil, "", core.Errorf(core.CodePathEscape, "the destination %s is a symbolic link (to %q), not a folder: a copy out never writes through a link (an earlier copy may have made it); name what it leads to, or remove the link", p, target)
+		}
+	}
 	switch {
 	case err == nil:
 		if r, err := filepath.EvalSymlinks(abs); err == nil {

@@ -596,7 +596,7 @@ run_channel_off_pass() {
 # default), so that every containment rule is shown to hold on each route.
 # Only on a full run. Budget: 1 minute each. TestCpFrozen* and
 # TestCpLocalRoute choose their routes themselves and run in the main pass.
-COPY_OUT_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
+COPY_OUT_PASS_TESTS="${DOCKER_SANDBOX_COPY_FROZEN_PASS_RUN:-^(TestCpRoundTrip|TestCpOutPlantedLinks|TestCpLinkChainsOut|TestCpSwapRaceOutside|TestCpHostileSymlinks|TestCpHostilePaths|TestCpSymlinkSwapRace|TestCpStreaming|TestCpInterrupted|TestCpLinksLeadingOut|TestCpLinksWhereTheyLand|TestFilesHostileNames)$}"
 
 run_copy_frozen_pass() {
 	run_go_pass "copy-frozen pass" "DOCKER_SANDBOX_COPY_FROZEN=true DOCKER_SANDBOX_COPY_LOCAL=false" -race -count=1 -timeout 10m -p 1 -v \

@@ -44,6 +44,15 @@ type Options struct {
 	// not written, is reported in Result.Skipped, and the rest of the copy
 	// completes.
 	Strict bool
+	// Host: the destination is on the user's machine, where an earlier
+	// copy out of a sandbox may have written links that lead to the
+	// user's own files (`results -> .ssh`): nothing is written through
+	// a link the destination has (a folder of the copy that is a link
+	// there is refused, path_escape), and no link of the copy is written
+	// into a folder that was there before the copy (it is skipped; the
+	// copied path itself being a link is refused): links land only in
+	// folders the copy creates, whose content is the copy's.
+	Host bool
 }
 
 // Extract reads a tar archive from r and writes it to d inside base.
@@ -400,14 +409,14 @@ func (x *extractor) into(base *os.Root, dpath string, first *tar.Header) error {
 	x.closeParent()
 	x.rootMode = nil // an existing folder keeps its mode
 	followed := false
-	if err := merge(dst, stgName, ".", true, &followed); err != nil {
+	if err := x.merge(dst, stgName, ".", true, &followed); err != nil {
 		return err
 	}
 	if followed && x.linksOver {
 		return errorf(fsproto.CodeTooLarge, "the copy has more than %d symbolic links and goes through a link of the destination: too many links to check", maxDeferred)
 	}
 	extracting("merge", ".")
-	if err := merge(dst, stgName, ".", false, nil); err != nil {
+	if err := x.merge(dst, stgName, ".", false, nil); err != nil {
 		return err
 	}
 	if err := x.checkLanded(dst); err != nil {
@@ -475,7 +484,12 @@ func (x *extractor) single(base *os.Root, dpath string, d Dest, h *tar.Header, t
 	case tar.TypeSymlink:
 		// The copied path is itself a link: it is written when it stays
 		// in the destination's folder, and refused otherwise, Strict or
-		// not (skipping it would copy nothing and report success).
+		// not (skipping it would copy nothing and report success). On
+		// the host it would land in a folder that was there: refused
+		// (Options.Host).
+		if x.o.Host {
+			return errorf(fsproto.CodePathEscape, "%s is a symbolic link (to %q): a copy out does not write a link into a folder of this machine that was there before the copy (a later copy could write through it); copy what it leads to instead", top, h.Linkname)
+		}
 		if !LinkInside(name, h.Linkname) {
 			return errorf(fsproto.CodePathEscape, "%s is a symbolic link to %q, which leads outside the destination: refused", top, h.Linkname)
 		}
@@ -1000,10 +1014,25 @@ func (x *extractor) applyModes(dst *os.Root) error {
 //
 // followed, when not nil, is set when the merge goes into a folder of the
 // destination through a symbolic link.
-func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
+func (x *extractor) merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 	src := join(stg, rel)
 	process := func(e fs.DirEntry) error {
 		s, t := join(src, e.Name()), join(rel, e.Name())
+		if x.o.Host && e.Type()&fs.ModeSymlink != 0 {
+			// A link into a folder the destination had: left out
+			// (Options.Host).
+			if !check {
+				target, _ := ReadlinkIn(dst, s)
+				name := t
+				if x.treePrefix == "" && x.archiveTop != "" {
+					name = x.archiveTop + t // a folder's contents: named from the folder
+				}
+				x.res.skipLink(name, "symlink", ReasonLinkExisting, target)
+				x.res.Symlinks-- // counted when the archive wrote it
+				return fsOS(removeIn(dst, s), t)
+			}
+			return nil
+		}
 		tfi, err := lstatIn(dst, t)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -1014,6 +1043,9 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 		case err != nil:
 			return fsproto.FromOS(err, t)
 		case e.IsDir():
+			if tfi.Mode()&fs.ModeSymlink != 0 && x.o.Host {
+				return errorf(fsproto.CodePathEscape, "%s is a symbolic link on this machine: a copy out never writes through a link (an earlier copy may have made it); remove it, or copy elsewhere", t)
+			}
 			if tfi.Mode()&fs.ModeSymlink != 0 {
 				st, err := statIn(dst, t)
 				if err != nil {
@@ -1033,7 +1065,7 @@ func merge(dst *os.Root, stg, rel string, check bool, followed *bool) error {
 			if !check {
 				extracting("merge-dir", t)
 			}
-			if err := merge(dst, stg, t, check, followed); err != nil {
+			if err := x.merge(dst, stg, t, check, followed); err != nil {
 				return err
 			}
 			if check {

@@ -621,3 +621,95 @@ func TestExtractWhenALinkIsSwappedIn(t *testing.T) {
 		})
 	}
 }
+
+// Options.Host: on the user's machine nothing is written through a link the
+// destination has, wherever it lies (the reported attack: a first copy out
+// plants `results -> .ssh`, a second copies a folder `results` holding
+// authorized_keys), and no link of a copy lands in a folder that was there
+// before it; links land in folders the copy creates. Without Host (the
+// sandbox's side) a link inside the destination is followed, as before.
+func TestExtractHostLinks(t *testing.T) {
+	ssh := func(s *sandbox) {
+		mustWrite(t, filepath.Join(s.base, "home", ".ssh", "authorized_keys"), "mine")
+		mustWrite(t, filepath.Join(s.base, "home", ".git", "hooks", "keep"), "K")
+	}
+	for _, tc := range []struct {
+		name    string
+		setup   func(s *sandbox)
+		dest    Dest
+		ents    []ent
+		code    string   // the error's code; "" for none
+		want    []string // the tree under home afterwards
+		skipped []string
+	}{
+		{name: "a folder onto a planted link to a folder", setup: func(s *sandbox) {
+			ssh(s)
+			must(t, os.Symlink(".ssh", filepath.Join(s.base, "home", "results")))
+		}, dest: Dest{Path: "home"}, ents: []ent{dir("results"), file("results/authorized_keys", "evil")}, code: fsproto.CodePathEscape,
+			want: []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine", "home/results -> .ssh"}},
+		{name: "a nested planted link", setup: func(s *sandbox) {
+			ssh(s)
+			mustWrite(t, filepath.Join(s.base, "home", "out", "a"), "A")
+			must(t, os.Symlink("../.git/hooks", filepath.Join(s.base, "home", "out", "hooks")))
+		}, dest: Dest{Path: "home"}, ents: []ent{dir("out"), dir("out/hooks"), {name: "out/hooks/pre-commit", typ: tar.TypeReg, mode: 0o755, body: "evil"}}, code: fsproto.CodePathEscape,
+			want: []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine", "home/out/ 0755", "home/out/a 0644 A", "home/out/hooks -> ../.git/hooks"}},
+		{name: "contents: a link into an existing folder is left out", setup: ssh,
+			dest: Dest{Path: "home", Contents: true}, ents: []ent{dir("top"), file("top/f", "F"), symlink("top/x", ".ssh"), dir("top/new"), symlink("top/new/l", "../f")},
+			want:    []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine", "home/f 0644 F", "home/new/ 0755", "home/new/l -> ../f"},
+			skipped: []string{"top/x"}},
+		{name: "the copied path is a link", setup: ssh, dest: Dest{Path: "home"}, ents: []ent{symlink("report.txt", ".bashrc")}, code: fsproto.CodePathEscape,
+			want: []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine"}},
+		{name: "a new folder keeps its links", setup: ssh, dest: Dest{Path: "home"}, ents: []ent{dir("venv"), file("venv/python3", "P"), symlink("venv/python", "python3")},
+			want: []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine", "home/venv/ 0755", "home/venv/python -> python3", "home/venv/python3 0644 P"}},
+		{name: "a file over a planted link replaces the link", setup: func(s *sandbox) {
+			ssh(s)
+			must(t, os.Symlink(".ssh/authorized_keys", filepath.Join(s.base, "home", "report.txt")))
+		}, dest: Dest{Path: "home"}, ents: []ent{file("report.txt", "R")},
+			want: []string{"home/ 0755", "home/.git/ 0755", "home/.git/hooks/ 0755", "home/.git/hooks/keep 0644 K", "home/.ssh/ 0755", "home/.ssh/authorized_keys 0644 mine", "home/report.txt 0644 R"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t)
+			tc.setup(s)
+			res, err := s.extract(tc.dest, mkTar(t, tc.ents...), Options{Umask: 0o022, Host: true})
+			if codeOf(err) != tc.code {
+				t.Fatalf("error %v, want code %q", err, tc.code)
+			}
+			if d := cmp.Diff(tc.want, tree(t, s.base)); d != "" {
+				t.Errorf("home (-want +got):\n%s", d)
+			}
+			if res != nil || tc.skipped != nil {
+				var got []string
+				if res != nil {
+					for _, sk := range res.Skipped {
+						got = append(got, sk.Name)
+						if sk.Reason != ReasonLinkExisting {
+							t.Errorf("skipped %s: %s", sk.Name, sk.Reason)
+						}
+					}
+				}
+				if d := cmp.Diff(tc.skipped, got); d != "" {
+					t.Errorf("skipped (-want +got):\n%s", d)
+				}
+			}
+			s.checkCanary()
+			s.noStaging()
+		})
+	}
+	// The sandbox's side follows a link inside the destination, as before.
+	s := newSandbox(t)
+	ssh(s)
+	must(t, os.Symlink(".ssh", filepath.Join(s.base, "home", "results")))
+	if _, err := s.extract(Dest{Path: "home"}, mkTar(t, dir("results"), file("results/k2", "x")), Options{Umask: 0o022}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.base, "home", ".ssh", "k2")); err != nil || string(b) != "x" {
+		t.Fatalf("without Host the copy did not go through the link inside: %q %v", b, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -155,6 +155,9 @@ const (
 	ReasonLinkOut      = "a symbolic link that leads outside the copy"
 	ReasonLinkChain    = "a symbolic link that leads outside the copy through other links"
 	ReasonLinkLanded   = "a symbolic link that leads outside the destination from where it landed (through a link the destination already had)"
+	// ReasonLinkExisting: a link of a copy out that would land in a
+	// folder the host had before the copy (Options.Host).
+	ReasonLinkExisting = "a symbolic link is not written into a folder of this machine that was there before the copy (a later copy could write through it)"
 )
 
 // linkReason says why a link whose target LinkInside refused leads out.
