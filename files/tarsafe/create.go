@@ -232,7 +232,7 @@ func (c *creator) child(r *os.Root, e fs.DirEntry, name string, depth int) error
 		if errors.Is(err, syscall.ELOOP) {
 			// It turned into a link since it was listed: one that stays
 			// inside is followed, one folder at a time.
-			sub, err = OpenPath(r, n, false)
+			sub, err = c.access.openPath(r, n)
 		}
 		if fsproto.IsEscape(err) {
 			err = &fs.PathError{Op: "openat", Path: n, Err: syscall.ELOOP}
@@ -318,7 +318,7 @@ func (c *creator) link(r *os.Root, n, name string) error {
 func (c *creator) file(r *os.Root, n, name string) error {
 	f, err := OpenFile(r, n, openReadFlags)
 	if errors.Is(err, syscall.ELOOP) {
-		f, err = OpenFileFollowing(r, n, openReadFlags) // see dir
+		f, err = c.access.openFileFollowing(r, n, openReadFlags) // see dir
 	}
 	if fsproto.IsEscape(err) {
 		err = &fs.PathError{Op: "openat", Path: n, Err: syscall.ELOOP}

@@ -5,10 +5,13 @@ package tarsafe
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -391,4 +394,68 @@ func swapFor(t *testing.T, p string, make func() error) {
 	if err := make(); err != nil {
 		t.Error(err)
 	}
+}
+
+// With an Access (the local route reads as root for the sandbox's user), a
+// file or folder that turned into a link while a copy ran is followed only
+// as that user could follow it (creator.file and creator.child): through a
+// folder it cannot search (mode 000) the target is refused, never opened.
+// Before, those two followed the link without the user's checks: a race the
+// local route lost (the sandbox's own unreadable data reached the host).
+func TestAccessFollowing(t *testing.T) {
+	owner := Access(func(fi fs.FileInfo, want fs.FileMode) error {
+		if fi.Mode().Perm()>>6&want != want {
+			return syscall.EACCES
+		}
+		return nil
+	})
+	s := newSandbox(t)
+	mustWrite(t, filepath.Join(s.base, "top", "zz", "secret"), "PRIVATE")
+	mustWrite(t, filepath.Join(s.base, "top", "zz", "sub", "s"), "PRIVATE")
+	mustWrite(t, filepath.Join(s.base, "top", "open", "f"), "F")
+	for name, target := range map[string]string{"xl": "zz/secret", "dl": "zz/sub", "zl": "zz", "ok": "open/f", "okd": "open"} {
+		if err := os.Symlink(target, filepath.Join(s.base, "top", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(s.base, "top", "zz"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(s.base, "top", "zz"), 0o755) })
+	top, err := s.root.OpenRoot("top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	var opened []string
+	testHookOpened = func(name string) { opened = append(opened, name) }
+	defer func() { testHookOpened = nil }()
+	if f, err := owner.openFileFollowing(top, "xl", openReadFlags); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("a file through a closed folder: %v, want EACCES", err)
+		if f != nil {
+			f.Close()
+		}
+	}
+	for _, n := range []string{"dl", "zl"} {
+		if r, err := owner.openPath(top, n); !errors.Is(err, syscall.EACCES) {
+			t.Errorf("folder %s: %v, want EACCES", n, err)
+			if r != nil {
+				r.Close()
+			}
+		}
+	}
+	if slices.Contains(opened, "secret") || slices.Contains(opened, "sub") {
+		t.Errorf("opened behind the closed folder: %q", opened)
+	}
+	// What the user can reach is followed.
+	f, err := owner.openFileFollowing(top, "ok", openReadFlags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r, err := owner.openPath(top, "okd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
 }

@@ -136,6 +136,35 @@ func (a Access) check(r *os.Root, name string, want fs.FileMode) error {
 	return a.checkInfo(fi, name, want)
 }
 
+// openFileFollowing is OpenFileFollowing with a's search check of each
+// folder on the way (where links lead: the user's own open would need it).
+func (a Access) openFileFollowing(root *os.Root, rel string, flag int) (*os.File, error) {
+	dir, n, err := walk(root, rel, true, false, a)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return OpenFile(dir, n, flag)
+}
+
+// openPath is OpenPath (no mkdir) with a's search check of each folder on
+// the way and its read check of the folder opened.
+func (a Access) openPath(root *os.Root, rel string) (*os.Root, error) {
+	dir, n, err := walk(root, rel, true, false, a)
+	if err != nil {
+		return nil, err
+	}
+	if n == "." {
+		if err := a.check(dir, rel, WantRead); err != nil {
+			dir.Close()
+			return nil, err
+		}
+		return dir, nil
+	}
+	defer dir.Close()
+	return a.openDir(dir, n)
+}
+
 // openDir is OpenDir, then a's read check of the folder opened (the
 // user's own open would need read permission).
 func (a Access) openDir(parent *os.Root, name string) (*os.Root, error) {
