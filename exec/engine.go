@@ -26,6 +26,8 @@ type Engine interface {
 	helpercall.Engine // exec create, attach, inspect
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, container string, options container.StartOptions) error
+	// The first run of a sandbox goes through its attach (firstAttach).
+	ContainerAttach(ctx context.Context, container string, options container.AttachOptions) (types.HijackedResponse, error)
 	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)

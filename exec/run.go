@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
+	"github.com/docker-sandbox/docker-sandbox/exec/channel"
 	"github.com/docker-sandbox/docker-sandbox/exec/helpercall"
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
@@ -144,9 +145,18 @@ func (m *Manager) Run(ctx context.Context, spec Spec, req Request) (Result, erro
 	runtimeKnown := spec.Runtime != ""
 	var st wire.RunStatus
 	sandboxLost := false
+	if m.channelFor(req) {
+		// A call that creates the sandbox runs its program through the
+		// container's attach (firstAttach).
+		spec.first = &firstAttach{}
+		defer spec.first.close()
+	}
 	res, err := m.withContainer(ctx, &spec, func(name string) (bool, error) {
 		t0 := time.Now()
-		err, viaChannel := m.runChannel(ctx, name, spec, req, token, &st)
+		err, viaChannel := m.runFirst(ctx, name, spec, req, token, &st)
+		if !viaChannel {
+			err, viaChannel = m.runChannel(ctx, name, spec, req, token, &st)
+		}
 		if !viaChannel && !runtimeKnown {
 			c, ierr := m.Engine.ContainerInspect(ctx, name)
 			if ierr != nil {
@@ -406,6 +416,60 @@ func (m *Manager) runChannel(ctx context.Context, name string, spec Spec, req Re
 	if conn == nil {
 		return nil, false
 	}
+	return m.runOn(ctx, conn, name, spec, req, token, st)
+}
+
+// firstAttach is the attach of the container a run's call created, made
+// before the container started (createSandbox; Spec.AttachedConfig): the
+// call's program goes through the channel server PID 1 started on the
+// container's stdin and stdout (channel.First), without an engine exec.
+type firstAttach struct {
+	hj    *types.HijackedResponse // set by the create
+	first *channel.First
+}
+
+// close ends the attach, whether it served the call or not: the engine
+// closes the container's stdin, and the server inside exits.
+func (f *firstAttach) close() {
+	switch {
+	case f.first != nil:
+		f.first.Close()
+	case f.hj != nil:
+		f.hj.Close()
+	}
+	f.hj, f.first = nil, nil
+}
+
+// runFirst runs req through the attach of the container this call created
+// (firstAttach), once; viaChannel=false: there is none, or its server did
+// not answer (nothing ran): the call makes a plain exec.
+func (m *Manager) runFirst(ctx context.Context, name string, spec Spec, req Request, token string, st *wire.RunStatus) (err error, viaChannel bool) {
+	fa := spec.first
+	if fa == nil || fa.hj == nil || fa.first != nil {
+		return nil, false
+	}
+	hj := *fa.hj
+	fa.hj = nil
+	first, err := channel.OpenFirst(ctx, hj)
+	if err != nil {
+		core.Debugf("first call's channel: %v", err)
+		return nil, false
+	}
+	core.Debugf("first call's channel: hello")
+	fa.first = first
+	conn, err := first.Call()
+	if err != nil {
+		return nil, false
+	}
+	// The container is there: a channel for the calls that follow.
+	m.startChannel(ctx, name, req)
+	return m.runOn(ctx, conn, name, spec, req, token, st)
+}
+
+// runOn runs req through conn, a call on a channel (a channel process's, or
+// the first call's); viaChannel=false: the channel failed before the run
+// started (nothing ran).
+func (m *Manager) runOn(ctx context.Context, conn net.Conn, name string, spec Spec, req Request, token string, st *wire.RunStatus) (err error, viaChannel bool) {
 	defer conn.Close()
 	call, _ := json.Marshal(wire.ChanCall{Args: HelperCommand(spec, req, token)[1:], Env: req.Env})
 	if _, err := conn.Write(append(call, '\n')); err != nil {
@@ -786,6 +850,7 @@ func (m *Manager) create(ctx context.Context, spec *Spec) (id string, fresh []st
 func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]string) (string, error) {
 	vols := uniq(spec.UserVolume(), spec.WorkspaceVolume())
 	pre := m.preflight(ctx, spec.Image, vols)
+	core.Debugf("preflight done")
 	if pre.limitErr != nil {
 		return "", pre.limitErr
 	}
@@ -879,9 +944,14 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 		cleanup()
 		return "", err
 	}
+	core.Debugf("seeded")
+	// A run's call attaches before the start, for its program (Run), on
+	// an engine whose runs need nothing but their stream: a native
+	// runtime (spec.first is set only when spec.Runtime is ""), not Podman.
+	attach := spec.first != nil && !spec.Podman && core.NativeRuntime(info.DefaultRuntime)
 	// The seeder's removal runs while the sandbox is created and started;
 	// a failed removal undoes both, as when it came first (settle).
-	id, err := m.createSandbox(ctx, spec, cleanup)
+	id, err := m.createSandbox(ctx, spec, cleanup, attach)
 	if serr := seeded(); serr != nil {
 		if id != "" {
 			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true})
@@ -914,8 +984,14 @@ func foreignVolume(name, what string) error {
 // createSandbox creates and starts the sandbox container (the volumes are
 // seeded); cleanup removes the fresh volumes. It returns "" when another
 // call created the container first.
-func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func()) (string, error) {
+//
+// attach: the container is created with Spec.AttachedConfig, and attached
+// to before its start; the attach goes to spec.first.
+func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func(), attach bool) (string, error) {
 	cfg, hc := spec.ContainerConfig()
+	if attach {
+		cfg, hc = spec.AttachedConfig()
+	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, hc, nil, nil, spec.ContainerName())
 	if err != nil {
 		if isConflict(err) {
@@ -944,14 +1020,35 @@ func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func())
 		cleanup()
 		return "", core.EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
 	}
+	core.Debugf("sandbox container created")
+	var hj *types.HijackedResponse
+	if attach {
+		a, err := m.Engine.ContainerAttach(ctx, resp.ID, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+		if err != nil {
+			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+			cleanup()
+			return "", core.EngineError(err, "cannot attach to the sandbox container for "+spec.Target.String())
+		}
+		hj = &a
+	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {
+			if hj != nil {
+				hj.Close() // another call started it: a plain exec
+			}
 			return resp.ID, nil
+		}
+		if hj != nil {
+			hj.Close()
 		}
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
 		cleanup()
 		return "", core.EngineError(err, "cannot start the sandbox container for "+spec.Target.String())
 	}
+	if hj != nil {
+		spec.first.hj = hj
+	}
+	core.Debugf("sandbox created and started")
 	return resp.ID, nil
 }
 

@@ -77,6 +77,10 @@ type fakeEngine struct {
 	info func(*system.Info)
 	// createWarnings are the warnings ContainerCreate of the sandbox gives.
 	createWarnings []string
+	// attach serves the container's attach (the first call's channel,
+	// over stdcopy as the engine multiplexes it); nil: the engine refuses
+	// an attach.
+	attach func(c net.Conn)
 	// exits: each ended exec's exit code, by exec ID (ContainerExecInspect).
 	exits map[string]int
 	// podman: the engine says it is Podman (ServerVersion); podmanDrop
@@ -318,6 +322,19 @@ func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config,
 	}
 	f.hostcfg[name] = hc
 	return container.CreateResponse{ID: name + "-0123456789abcdef", Warnings: f.createWarnings}, nil
+}
+
+func (f *fakeEngine) ContainerAttach(ctx context.Context, id string, _ container.AttachOptions) (types.HijackedResponse, error) {
+	f.call("Attach")
+	if f.attach == nil {
+		return types.HijackedResponse{}, errors.New("attach refused")
+	}
+	client, server := net.Pipe()
+	go func() {
+		defer server.Close()
+		f.attach(server)
+	}()
+	return types.NewHijackedResponse(client, ""), nil
 }
 
 func (f *fakeEngine) ContainerStart(ctx context.Context, id string, _ container.StartOptions) error {

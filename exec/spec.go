@@ -47,6 +47,10 @@ type Spec struct {
 	// Podman: the engine is Podman's Docker-compatible API (podman.go);
 	// known on a create. Not in Hash (a sandbox lives on one engine).
 	Podman bool
+	// first, when set, asks the call's create to attach to the container
+	// before it starts it, for its first program (Run; firstAttach). Not
+	// in Hash.
+	first *firstAttach
 	// ImageEnv is the image's environment (known once the image has been
 	// inspected): a session's sandbox gets every variable of it that names
 	// a place under /opt/user with that place moved to the session's home
@@ -177,6 +181,22 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 func (s Spec) initCommand() []string {
 	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash()}
 	return append([]string{core.HelperPath}, a.Argv()...)
+}
+
+// AttachedConfig is ContainerConfig for a container the creating call
+// attaches to before it starts it (as `docker run -i` does): PID 1 serves
+// that call's run on the container's stdin and stdout (init
+// --serve-stdin), and the engine closes the stdin once the call detaches
+// (StdinOnce). Its stdout carries the first program's output, which the
+// engine must not keep: no log.
+func (s Spec) AttachedConfig() (*container.Config, *container.HostConfig) {
+	cfg, hc := s.ContainerConfig()
+	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash(), ServeStdin: true}
+	cfg.Entrypoint = append([]string{core.HelperPath}, a.Argv()...)
+	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
+	cfg.OpenStdin, cfg.StdinOnce = true, true
+	hc.LogConfig = container.LogConfig{Type: "none"}
+	return cfg, hc
 }
 
 // tmpfs is /tmp, plus an empty read-only tmpfs over each of the image's

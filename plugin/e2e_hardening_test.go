@@ -84,7 +84,7 @@ type hardeningView struct {
 	Path            string
 	InitArg         string
 	Cmd             []string
-	Tty, OpenStdin  bool
+	Tty, OpenStdin  bool // OpenStdin: a stdin that stays open (not StdinOnce)
 	ReadonlyRootfs  bool
 	Privileged      bool
 	CapDrop         []string
@@ -114,7 +114,7 @@ func viewOf(c container.InspectResponse) hardeningView {
 	hc, cfg := c.HostConfig, c.Config
 	v := hardeningView{
 		User: cfg.User, WorkingDir: cfg.WorkingDir, Path: c.Path, Cmd: cfg.Cmd,
-		Tty: cfg.Tty, OpenStdin: cfg.OpenStdin,
+		Tty: cfg.Tty, OpenStdin: cfg.OpenStdin && !cfg.StdinOnce,
 		ReadonlyRootfs: hc.ReadonlyRootfs, Privileged: hc.Privileged,
 		CapDrop: hc.CapDrop, CapAdd: hc.CapAdd,
 		Memory: hc.Memory, MemorySwap: hc.MemorySwap, NanoCPUs: hc.NanoCPUs,
@@ -225,8 +225,13 @@ func checkHardening(t *testing.T, scope, session string, memory, nanoCPUs, pids 
 		t.Errorf("no nofile ulimit: %+v", hc.Ulimits)
 	}
 
-	// Bounded logs.
-	if hc.LogConfig.Type != "json-file" || hc.LogConfig.Config["max-size"] == "" {
+	// Bounded logs; none where the creating call's run went through the
+	// container's own stdout (its attach: the engine keeps none of it).
+	if cfg.OpenStdin {
+		if hc.LogConfig.Type != "none" {
+			t.Errorf("LogConfig %+v of a sandbox whose first run went through its attach: want none", hc.LogConfig)
+		}
+	} else if hc.LogConfig.Type != "json-file" || hc.LogConfig.Config["max-size"] == "" {
 		t.Errorf("LogConfig %+v: want json-file with a max-size", hc.LogConfig)
 	}
 

@@ -214,6 +214,16 @@ func open(ctx context.Context, e Engine, ctr string) (types.HijackedResponse, *c
 	if err != nil {
 		return types.HijackedResponse{}, nil, err
 	}
+	fr, err := greet(cctx, hj)
+	if err != nil {
+		return types.HijackedResponse{}, nil, err
+	}
+	return hj, fr, nil
+}
+
+// greet reads the server's frames out of hj's multiplexed stream (its
+// stderr dropped) and waits for its hello; on failure it closes hj.
+func greet(ctx context.Context, hj types.HijackedResponse) (*chanReader, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, io.Discard, hj.Reader)
@@ -231,16 +241,17 @@ func open(ctx context.Context, e Engine, ctr string) (types.HijackedResponse, *c
 		}
 		hello <- err
 	}()
+	var err error
 	select {
 	case err = <-hello:
-	case <-cctx.Done():
-		err = cctx.Err()
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	if err != nil {
 		hj.Close()
-		return types.HijackedResponse{}, nil, err
+		return nil, err
 	}
-	return hj, fr, nil
+	return fr, nil
 }
 
 type chanReader struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/docker-sandbox/docker-sandbox/exec/wire"
 )
@@ -32,9 +33,14 @@ import (
 // The server only ever starts `run`. Sandboxed code can kill it (same
 // user): the channel process then sees its exec end and the plugin falls
 // back to a plain exec.
+//
+// `channel --first` is the stdin server PID 1 starts (stdin_server.go): it
+// serves one call, and exits if none comes within firstCallWithin (the
+// call that attached went away before sending it).
 func Channel(args []string) int {
-	if len(args) != 0 {
-		fmt.Fprintln(os.Stderr, "usage: sandbox-helper channel (started by the plugin; frames on stdin)")
+	first := len(args) == 1 && args[0] == "--first"
+	if len(args) != 0 && !first {
+		fmt.Fprintln(os.Stderr, "usage: sandbox-helper channel [--first] (started by the plugin, or by PID 1; frames on stdin)")
 		return 2
 	}
 	// Signals sandboxed code could send to end it quietly are ignored (it
@@ -46,9 +52,23 @@ func Channel(args []string) int {
 		fmt.Fprintf(os.Stderr, "sandbox-helper channel: %v\n", err)
 		return 1
 	}
-	s := &chanServer{self: self, argv0: os.Args[0], out: os.Stdout}
+	s := &chanServer{self: self, argv0: os.Args[0], out: os.Stdout, once: first}
+	if first {
+		called := make(chan struct{})
+		s.called = called
+		go func() {
+			select {
+			case <-called:
+			case <-time.After(firstCallWithin):
+				os.Exit(0)
+			}
+		}()
+	}
 	return s.serve(bufio.NewReaderSize(os.Stdin, 64<<10))
 }
+
+// firstCallWithin bounds the stdin server's wait for its call.
+const firstCallWithin = 30 * time.Second
 
 // chanServer serves one channel.
 type chanServer struct {
@@ -56,6 +76,10 @@ type chanServer struct {
 	argv0 string
 	mu    sync.Mutex // one frame at a time on out
 	out   io.Writer
+	// once: serve one call, then exit (the stdin server); called is
+	// closed when it arrives.
+	once   bool
+	called chan struct{}
 }
 
 func (s *chanServer) send(typ byte, p []byte) error {
@@ -91,6 +115,10 @@ func (s *chanServer) serve(in io.Reader) int {
 				fmt.Fprintf(os.Stderr, "sandbox-helper channel: bad request: %v\n", err)
 				return 1
 			}
+			if s.called != nil {
+				close(s.called)
+				s.called = nil
+			}
 			cur = s.start(c)
 		case wire.ChanStdin:
 			if cur != nil {
@@ -101,6 +129,9 @@ func (s *chanServer) serve(in io.Reader) int {
 				cur.closeStdin()
 				<-cur.done // the call ends: Done sent, stdin ended
 				cur = nil
+				if s.once {
+					return 0
+				}
 			}
 		default:
 			fmt.Fprintf(os.Stderr, "sandbox-helper channel: unknown frame %q\n", typ)

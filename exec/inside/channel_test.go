@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -28,7 +29,53 @@ type chanCallOut struct {
 func TestChannelServerCalls(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := helperCommand(t, ctx, nil, wire.VerbChannel)
+	call, _, _ := startChannelServer(t, ctx)
+	runArgs := wire.RunArgs{Interps: []string{"sh"}, Timeout: 10 * time.Second, MaxOutput: 1 << 20, CodeExt: ".sh"}.Argv()
+	got := call(runArgs, `echo "$GREETING"; cat; echo err >&2; exit 3`, "from stdin\n")
+	want := chanCallOut{stdout: "hello\nfrom stdin\n", stderr: "err\n", status: wire.RunStatus{ExitCode: 3}, done: wire.ChanDoneInfo{ExitCode: 3}}
+	got.status.DurationMS = 0
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(chanCallOut{})); d != "" {
+		t.Errorf("first call (-want +got):\n%s", d)
+	}
+	got = call(runArgs, `echo second`, "")
+	if got.stdout != "second\n" || got.status.ExitCode != 0 {
+		t.Errorf("second call: %+v", got)
+	}
+	got = call([]string{wire.VerbDrain}, "", "")
+	if got.stdout != "" || got.done.Error == "" {
+		t.Errorf("a call for drain was not refused: %+v", got)
+	}
+}
+
+// `channel --first` (the stdin server PID 1 starts) serves one call and
+// exits, its stdin still open.
+func TestChannelServerFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call, in, cmd := startChannelServer(t, ctx, "--first")
+	runArgs := wire.RunArgs{Interps: []string{"sh"}, Timeout: 10 * time.Second, MaxOutput: 1 << 20, CodeExt: ".sh"}.Argv()
+	if got := call(runArgs, `cat; exit 4`, "once\n"); got.stdout != "once\n" || got.status.ExitCode != 4 {
+		t.Fatalf("the call: %+v", got)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the server's exit: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the server did not exit after its one call")
+	}
+	_ = in.Close()
+}
+
+// startChannelServer starts `sandbox-helper channel ARGS` and returns a
+// function making one call through it, its stdin and its command (waited
+// for at the test's end).
+func startChannelServer(t *testing.T, ctx context.Context, args ...string) (func(args []string, code, stdin string) chanCallOut, io.WriteCloser, *exec.Cmd) {
+	t.Helper()
+	cmd := helperCommand(t, ctx, nil, append([]string{wire.VerbChannel}, args...)...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -40,8 +87,10 @@ func TestChannelServerCalls(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Wait() }()
-	defer in.Close()
+	t.Cleanup(func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	})
 	var buf []byte
 	if typ, _, err := wire.ReadChanFrame(outR, &buf); err != nil || typ != wire.ChanHello {
 		t.Fatalf("hello: %q %v", typ, err)
@@ -111,21 +160,7 @@ func TestChannelServerCalls(t *testing.T) {
 		res.stdout, res.stderr = o.String(), e.String()
 		return res
 	}
-	runArgs := wire.RunArgs{Interps: []string{"sh"}, Timeout: 10 * time.Second, MaxOutput: 1 << 20, CodeExt: ".sh"}.Argv()
-	got := call(runArgs, `echo "$GREETING"; cat; echo err >&2; exit 3`, "from stdin\n")
-	want := chanCallOut{stdout: "hello\nfrom stdin\n", stderr: "err\n", status: wire.RunStatus{ExitCode: 3}, done: wire.ChanDoneInfo{ExitCode: 3}}
-	got.status.DurationMS = 0
-	if d := cmp.Diff(want, got, cmp.AllowUnexported(chanCallOut{})); d != "" {
-		t.Errorf("first call (-want +got):\n%s", d)
-	}
-	got = call(runArgs, `echo second`, "")
-	if got.stdout != "second\n" || got.status.ExitCode != 0 {
-		t.Errorf("second call: %+v", got)
-	}
-	got = call([]string{wire.VerbDrain}, "", "")
-	if got.stdout != "" || got.done.Error == "" {
-		t.Errorf("a call for drain was not refused: %+v", got)
-	}
+	return call, in, cmd
 }
 
 // mergeEnv: the call's variables replace the container's of the same name.

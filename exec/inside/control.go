@@ -249,13 +249,17 @@ func rootKind(root string, pid int) (kind string, argv []string, ok bool) {
 	return "", nil, false
 }
 
-// isChannelRoot reports whether pid is a live exec root running `channel`.
+// isChannelRoot reports whether pid is a live exec root running `channel`,
+// or the stdin server PID 1 started (stdin_server.go).
 func isChannelRoot(root string, pid int) bool {
 	if pid <= 1 {
 		return false
 	}
 	ps, argv, ok := readProc(root, pid)
-	return ok && ps.PPID == rootPPID && helperSubcommand(argv) == "channel"
+	if !ok || helperSubcommand(argv) != "channel" {
+		return false
+	}
+	return ps.PPID == rootPPID || isStdinServer(pid, ps.PPID)
 }
 
 // readProc reads a live process's stat and command line.

@@ -100,6 +100,13 @@ func Init(args []string) int {
 	}
 	events := make(chan ctlEvent)
 	go acceptControl(ln, events)
+	if a.ServeStdin {
+		// After the control socket: its runs register there.
+		if err := startStdinServer(); err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox-helper init: cannot start the stdin server: %v\n", err)
+		}
+		dropStdio()
+	}
 	if initReadyHook != nil {
 		initReadyHook()
 	}
@@ -111,12 +118,12 @@ func Init(args []string) int {
 		defer t.Stop()
 		diskWatch = t.C
 	}
-	reapZombiesTo(sv.kernelReaped)
+	reapZombiesTo(sv.reaped)
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGCHLD {
-				reapZombiesTo(sv.kernelReaped)
+				reapZombiesTo(sv.reaped)
 				continue
 			}
 			shutdown(self, sv.runPIDs())
@@ -131,7 +138,7 @@ func Init(args []string) int {
 		case res := <-sv.diskDone:
 			sv.diskResult(res, time.Now())
 		case now := <-ticker.C:
-			reapZombiesTo(sv.kernelReaped)
+			reapZombiesTo(sv.reaped)
 			if sv.tick(now) {
 				shutdown(self, sv.runPIDs())
 				return 0
@@ -240,6 +247,9 @@ func decide(procs []procStat, roots map[int]rootInfo, self int, subreaper, lease
 	}
 	for _, p := range procs {
 		if p.PID != self && p.PPID == self && p.State != 'Z' && (subreaper || !d.liveRuns) {
+			if r, ok := roots[p.PID]; ok && r.kind == "channel" {
+				continue // the stdin server: PID 1's own child (readRoots)
+			}
 			d.kill = append(d.kill, p.PID)
 		}
 	}
@@ -686,10 +696,16 @@ func readRoots(root string, procs []procStat, self int) map[int]rootInfo {
 	}
 	channels := map[int]bool{}
 	for _, p := range procs {
-		if p.PID == self || p.PPID != rootPPID || p.State == 'Z' {
+		if p.PID == self || p.State == 'Z' {
+			continue
+		}
+		if p.PPID != rootPPID && !isStdinServer(p.PID, p.PPID) {
 			continue
 		}
 		r := read(p)
+		if p.PPID != rootPPID && r.kind != "channel" {
+			continue // not the server PID 1 started (stdin_server.go)
+		}
 		roots[p.PID] = r
 		if r.kind == "channel" {
 			channels[p.PID] = true
@@ -790,7 +806,7 @@ func (s *supervisor) killChannels() {
 		return
 	}
 	for pid, r := range readRoots(procRoot, procs, s.self) {
-		if r.kind == "channel" && r.PPID == rootPPID {
+		if r.kind == "channel" { // exec roots, and the stdin server
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

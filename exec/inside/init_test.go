@@ -501,3 +501,74 @@ func TestRootKindChannel(t *testing.T) {
 		}
 	}
 }
+
+// The stdin server PID 1 started (stdin_server.go) is a channel root, and
+// its runs are runs; a process of the same shape that PID 1 did not start
+// (sandboxed code's orphan, re-parented to PID 1, running `channel`) is
+// not, nor are its `run` children, and it is killed as an orphan; once
+// PID 1 has reaped its server, a process with its pid is not the server.
+func TestRootKindStdinServer(t *testing.T) {
+	root := fakeProc(t, map[string]string{
+		"1":  "1 (sandbox-helper) S 0 1 1\n",
+		"40": "40 (sandbox-helper) S 1 40 40\n",  // the stdin server
+		"41": "41 (sandbox-helper) S 40 41 41\n", // its run
+		"50": "50 (sandbox-helper) S 1 50 50\n",  // code's orphan running `channel`
+		"51": "51 (sandbox-helper) S 50 51 51\n", // its "run"
+		"52": "52 (sandbox-helper) S 1 52 52\n",  // code's orphan running `run`
+	})
+	for pid, argv := range map[string]string{"1": "/opt/sandbox/sandbox-helper\x00init\x00",
+		"40": "/opt/sandbox/sandbox-helper\x00channel\x00", "41": "/opt/sandbox/sandbox-helper\x00run\x00--token\x00t1\x00",
+		"50": "/opt/sandbox/sandbox-helper\x00channel\x00", "51": "/opt/sandbox/sandbox-helper\x00run\x00--token\x00t2\x00",
+		"52": "/opt/sandbox/sandbox-helper\x00run\x00"} {
+		writeProcFile(t, root, pid, "cmdline", argv)
+	}
+	stdinServer.mu.Lock()
+	stdinServer.pid, stdinServer.parent = 40, 1
+	stdinServer.mu.Unlock()
+	t.Cleanup(func() { stdinServerReaped(40, 0) })
+	for _, tc := range []struct {
+		pid  int
+		kind string
+		ok   bool
+	}{{40, "", false}, {41, "run", true}, {50, "", false}, {51, "", false}, {52, "", false}} {
+		kind, _, ok := rootKind(root, tc.pid)
+		if kind != tc.kind || ok != tc.ok {
+			t.Errorf("rootKind(%d) = %q %v, want %q %v", tc.pid, kind, ok, tc.kind, tc.ok)
+		}
+	}
+	procs, err := readProcs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := readRoots(root, procs, 1)
+	if r, ok := roots[40]; !ok || r.kind != "channel" {
+		t.Errorf("readRoots left out the stdin server: %+v", roots)
+	}
+	if r, ok := roots[41]; !ok || r.kind != "run" {
+		t.Errorf("readRoots left out the stdin server's run: %+v", roots)
+	}
+	for _, pid := range []int{50, 51, 52} {
+		if _, ok := roots[pid]; ok {
+			t.Errorf("readRoots took %d as a root", pid)
+		}
+	}
+	d := decide(procs, roots, 1, true, false, func(uint64) time.Duration { return 0 })
+	if d.busy != true || !d.liveRuns {
+		t.Errorf("decide: busy %v liveRuns %v, want the server's run as a live run", d.busy, d.liveRuns)
+	}
+	killed := map[int]bool{}
+	for _, pid := range d.kill {
+		killed[pid] = true
+	}
+	if killed[40] || killed[41] || !killed[50] || !killed[52] {
+		t.Errorf("decide killed %v: want the orphans 50 and 52, not the server or its run", d.kill)
+	}
+	// Reaped: the pid is nobody's server any more.
+	stdinServerReaped(40, 0)
+	if isChannelRoot(root, 40) {
+		t.Error("the reaped server's pid is still a channel root")
+	}
+	if _, _, ok := rootKind(root, 41); ok {
+		t.Error("a run under the reaped server's pid is still a root")
+	}
+}

@@ -242,6 +242,13 @@ func (s *supervisor) kernelDone(ev ctlEvent) {
 	ev.reply <- ctlReply{OK: true}
 }
 
+// reaped records the end of a child PID 1 reaped: a kernel, or the stdin
+// server.
+func (s *supervisor) reaped(pid int, ws syscall.WaitStatus) {
+	stdinServerReaped(pid, ws)
+	s.kernelReaped(pid, ws)
+}
+
 // kernelReaped records the end of a kernel PID 1 reaped.
 func (s *supervisor) kernelReaped(pid int, ws syscall.WaitStatus) {
 	for _, slot := range s.kernels {

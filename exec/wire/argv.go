@@ -42,6 +42,11 @@ type InitArgs struct {
 	Disk        int64         // bytes /opt/workspace and /opt/user may hold together (0: no limit)
 	Target      string        // the sandbox's SCOPE[/SESSION]
 	Spec        string        // the sandbox's spec hash
+	// ServeStdin: PID 1 starts a channel server (`sandbox-helper
+	// channel`) on the container's own stdin and stdout, for the call
+	// that created the sandbox and attached to it before starting it:
+	// its program runs without an engine exec.
+	ServeStdin bool
 }
 
 // Argv is init's command line.
@@ -52,6 +57,9 @@ func (a InitArgs) Argv() []string {
 	}
 	if a.Disk > 0 {
 		argv = append(argv, "--disk", strconv.FormatInt(a.Disk, 10))
+	}
+	if a.ServeStdin {
+		argv = append(argv, "--serve-stdin")
 	}
 	return argv
 }
@@ -66,6 +74,7 @@ func ParseInitArgs(args []string) (InitArgs, error) {
 	fs.Int64Var(&a.Disk, "disk", 0, "bytes /opt/workspace and /opt/user may hold together (0: no limit)")
 	fs.StringVar(&a.Target, "target", "", "the sandbox's SCOPE[/SESSION], read back by the other subcommands from /proc/1/cmdline")
 	fs.StringVar(&a.Spec, "spec", "", "sandbox spec hash, read back by `run` from /proc/1/cmdline")
+	fs.BoolVar(&a.ServeStdin, "serve-stdin", false, "start a channel server on the container's stdin and stdout (the creating call's attach)")
 	if err := fs.Parse(args); err != nil {
 		return InitArgs{}, err
 	}

@@ -22,6 +22,8 @@ func TestArgv(t *testing.T) {
 			"init --idle-ttl 5m0s --target s/a --spec h"},
 		{"init limits", InitArgs{MaxLifetime: time.Hour, Disk: 42, Target: "s", Spec: "h"}.Argv(),
 			"init --idle-ttl 0s --target s --spec h --max-lifetime 1h0m0s --disk 42"},
+		{"init serve stdin", InitArgs{Target: "s", Spec: "h", ServeStdin: true}.Argv(),
+			"init --idle-ttl 0s --target s --spec h --serve-stdin"},
 		{"run code", RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Spec: "h", Target: "s",
 			Interps: []string{"python3", "python"}, CodeExt: ".py", Args: []string{"-x"}}.Argv(),
 			"run --token t --timeout 1m0s --max-output 9 --workdir /w --spec h --target s --interp python3,python --code-ext .py -- -x"},
@@ -162,6 +164,7 @@ func roundTrip(t *testing.T, verb string, args []string) {
 func TestArgvRoundTrip(t *testing.T) {
 	for _, argv := range [][]string{
 		InitArgs{IdleTTL: time.Second, MaxLifetime: time.Hour, Disk: 1, Target: "s/a", Spec: "h"}.Argv(),
+		InitArgs{Target: "s", Spec: "h", ServeStdin: true}.Argv(),
 		RunArgs{Token: "t", Timeout: time.Minute, MaxOutput: 9, Workdir: "/w", Interps: []string{"a", "b"}, CodeExt: ".py", CodeSum: strings.Repeat("0f", 32), Args: []string{"--", "-x", ""}}.Argv(),
 		RunArgs{NoCode: true, Timeout: 1, MaxOutput: 1, Interps: []string{"sh"}}.Argv(),
 		RunArgs{Timeout: 1, MaxOutput: 1, Interps: []string{"node"}, CodeExt: ".js", Kernel: KernelNode, KernelReset: true}.Argv(),
