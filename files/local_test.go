@@ -104,7 +104,7 @@ func newLocalFake(t *testing.T) *localFake {
 	os.WriteFile(filepath.Join(f.user, "u"), []byte("U"), 0o644)
 	// What the sandbox's user (the owner of the volume's folder) made
 	// unreadable to itself.
-	for p, mode := range map[string]os.FileMode{"private": 0, "shut/in/f": 0o644, "blind/f": 0o644, "group": 0o070} {
+	for p, mode := range map[string]os.FileMode{"private": 0, "shut/in/f": 0o644, "blind/f": 0o644, "group": 0o070, "listonly/z": 0o644} {
 		full := filepath.Join(f.user, p)
 		os.MkdirAll(filepath.Dir(full), 0o755)
 		os.WriteFile(full, []byte("P"), 0o644)
@@ -112,6 +112,7 @@ func newLocalFake(t *testing.T) *localFake {
 	}
 	os.Chmod(filepath.Join(f.user, "shut"), 0)
 	os.Chmod(filepath.Join(f.user, "blind"), 0o100)
+	os.Chmod(filepath.Join(f.user, "listonly"), 0o400)
 	return f
 }
 
@@ -128,6 +129,7 @@ func TestReadLocal(t *testing.T) {
 		ok      bool
 		names   []string // the archive's entries ("name=content" for files)
 		errCode string
+		msg     string // the error's message ends so
 	}{
 		{name: "a file", path: "/opt/workspace/d/e/f", ok: true, names: []string{"f=F"}},
 		{name: "a relative path", path: "top.txt", ok: true, names: []string{"top.txt=T"}},
@@ -143,6 +145,9 @@ func TestReadLocal(t *testing.T) {
 		{name: "through a folder its user cannot search", path: "/opt/user/shut/in/f", ok: true, errCode: fsproto.CodePermissionDenied},
 		{name: "a folder its user cannot list", path: "/opt/user/blind", ok: true, errCode: fsproto.CodePermissionDenied},
 		{name: "through a folder its user cannot read", path: "/opt/user/blind/f", ok: true, errCode: fsproto.CodePermissionDenied},
+		// Refused by the folder's name, as the helper refuses it (not
+		// by the name of its first entry).
+		{name: "a folder its user can list but not search", path: "/opt/user/listonly", ok: true, errCode: fsproto.CodePermissionDenied, msg: "listonly: permission denied"},
 		{name: "not root", path: "/opt/workspace/top.txt", setup: func(f *localFake) { localEUID = func() int { return 1000 } }},
 		{name: "a host folder bound as the volume", path: "/opt/workspace/top.txt", setup: func(f *localFake) {
 			f.volOpts = map[string]string{"type": "none", "o": "bind", "device": "/etc"}
@@ -196,6 +201,9 @@ func TestReadLocal(t *testing.T) {
 				return
 			}
 			if tt.errCode != "" {
+				if !strings.HasSuffix(err.Error(), tt.msg) {
+					t.Errorf("err %q, want it to end with %q", err, tt.msg)
+				}
 				if code := fsproto.FromOS(err, "").Code; code != tt.errCode {
 					t.Fatalf("err %v (%s), want %s", err, code, tt.errCode)
 				}

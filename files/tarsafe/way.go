@@ -165,14 +165,16 @@ func (a Access) openPath(root *os.Root, rel string) (*os.Root, error) {
 	return a.openDir(dir, n)
 }
 
-// openDir is OpenDir, then a's read check of the folder opened (the
-// user's own open would need read permission).
+// openDir is OpenDir, then a's read and search check of the folder opened
+// (the user's own open, and the lookups in it, would need both: the helper
+// itself fails on a folder it can list but not search, so the local route
+// refuses it by the same name).
 func (a Access) openDir(parent *os.Root, name string) (*os.Root, error) {
 	r, err := OpenDir(parent, name)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.check(r, name, WantRead); err != nil {
+	if err := a.check(r, name, WantRead|WantSearch); err != nil {
 		r.Close()
 		return nil, err
 	}
