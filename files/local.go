@@ -140,12 +140,26 @@ func (l *LocalReader) ReadDirect(ctx context.Context, t core.Target, p string, m
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	cerr = consume(pr)
+	cerr = consume(ctxReader{ctx, pr})
 	pr.CloseWithError(errStopped)
 	if perr := <-done; cerr == nil && perr != nil && !errors.Is(perr, errStopped) {
 		return true, perr
 	}
 	return true, cerr
+}
+
+// ctxReader fails every read once ctx is done: the reading side sees Ctrl-C
+// at its next read, not only once the pipe's closing (AfterFunc) ran.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // localEUID is the plugin's effective user (tests change it).
