@@ -580,12 +580,14 @@ run_go_pass() {
 # and without the persistent exec channel (the main pass has it on, the
 # default). Only on a full run, after the main go test phase, or alone with
 # DOCKER_SANDBOX_CHANNEL_OFF_PASS_ONLY=1. Budget: 4 minutes on 2 cores. The
-# TestExecChannel* tests turn it on and off themselves.
+# TestExecChannel* and TestExecFirst* tests turn it on and off themselves
+# (the first call goes through the container's attach only with the channel
+# on).
 CHANNEL_OFF_PASS_TESTS="${DOCKER_SANDBOX_CHANNEL_OFF_PASS_RUN:-^(TestExec|TestKernel)}"
 
 run_channel_off_pass() {
 	run_go_pass "exec-channel-off pass" DOCKER_SANDBOX_EXEC_CHANNEL=false -race -count=1 -timeout 10m -p 1 -v \
-		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^TestExecChannel' ./plugin/
+		-run "$CHANNEL_OFF_PASS_TESTS" -skip '^(TestExecChannel|TestExecFirst)' ./plugin/
 }
 
 # The copy-stream and copy-frozen passes: the hostile copy-out tests again
