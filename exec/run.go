@@ -567,7 +567,9 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 	}()
 
 	helperErr := &limitedBuffer{max: 64 << 10}
+	streamEnded := make(chan struct{})
 	go func() {
+		defer close(streamEnded)
 		_, err := stdcopy.StdCopy(pw, helperErr, hj.Reader)
 		pw.CloseWithError(err)
 	}()
@@ -654,10 +656,26 @@ func (m *Manager) session(ctx context.Context, ctrName, execID string, hj types.
 				st = wire.RunStatus{}
 				continue // maybe not the wrapper's: read on to its own
 			}
+			if viaChannel {
+				// A channel's stream ends once the run's wrapper has
+				// exited (its Done): until then PID 1 holds it
+				// registered, and a stop or rm right after this call
+				// would find the sandbox busy (a plain exec's call
+				// returns after its exec ended, helpercall).
+				select {
+				case <-streamEnded:
+				case <-time.After(runEndWait):
+				case <-ctx.Done():
+				}
+			}
 			return st, nil
 		}
 	}
 }
+
+// runEndWait bounds how long a call through a channel waits, after its
+// run's status, for the run's wrapper to exit.
+const runEndWait = 2 * time.Second
 
 // errEndedBeforeStart: the exec's stream ended before the wrapper's Started
 // frame (the container went away, or the wrapper was refused without a

@@ -163,3 +163,26 @@ func TestExecFirstServerKilled(t *testing.T) {
 		return nil
 	})
 }
+
+// A stop right after a call returned never finds the sandbox busy: a call
+// through a channel (the first call's, or a warm call's through the
+// persistent channel) returns once its run's wrapper has exited, as a plain
+// exec's call does (the main pass caught `stop` failing with scope_busy
+// right after a first exec under load: the call had returned at the run's
+// status, its wrapper still registered with PID 1).
+func TestExecThenStop(t *testing.T) {
+	needE2E(t)
+	scope := newScope(t)
+	for i := 0; i < 6; i++ {
+		wantCode(t, sb(t, "exec", "-s", scope, "-c", "echo first > f"), 0)
+		if r := sb(t, "stop", scope); r.Code != 0 {
+			t.Fatalf("round %d: stop right after a first exec: %s", i, r)
+		}
+		wantCode(t, sb(t, "exec", "-s", scope, "-c", "true"), 0)
+		waitChannel(t, scope)
+		wantCode(t, sb(t, "exec", "-s", scope, "-c", "cat f"), 0)
+		if r := sb(t, "stop", scope); r.Code != 0 {
+			t.Fatalf("round %d: stop right after a warm exec through the channel: %s", i, r)
+		}
+	}
+}

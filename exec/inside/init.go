@@ -423,6 +423,14 @@ func (s *supervisor) handle(ev ctlEvent, now time.Time) {
 			s.lastBusy = now
 		}
 	case ev.req.Op == opDrain && ev.kind == "drain":
+		// A run whose wrapper has exited is over, even when its
+		// connection's end is not handled yet.
+		for pid, rr := range s.runs {
+			if _, _, ok := readProc(procRoot, pid); !ok {
+				rr.conn.Close()
+				delete(s.runs, pid)
+			}
+		}
 		if len(s.runs) > 0 {
 			rep.Refused = "busy"
 		} else {

@@ -3,6 +3,7 @@ package inside
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -571,4 +572,58 @@ func TestRootKindStdinServer(t *testing.T) {
 	if _, _, ok := rootKind(root, 41); ok {
 		t.Error("a run under the reaped server's pid is still a root")
 	}
+}
+
+// A drain is refused while a registered run's wrapper lives, and granted
+// once that process is gone, even before PID 1 has handled the end of its
+// connection (a stop right after a call that returned as soon as the
+// wrapper had exited).
+func TestSupervisorDrainSeesEndedRun(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := newSupervisor(initOptions{}, 1, t0)
+	ev := func(op, holder string) ctlReply {
+		r := make(chan ctlReply, 1)
+		s.handle(ctlEvent{kind: "drain", req: ctlRequest{Op: op, Token: holder}, reply: r}, t0)
+		return <-r
+	}
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer live.Process.Kill()
+	uc, _ := unixPairConn(t)
+	s.runs[live.Process.Pid] = &regRun{conn: uc}
+	if r := ev(opDrain, "h1"); r.OK || r.Refused != "busy" {
+		t.Fatalf("a live run: %+v, want busy", r)
+	}
+	_ = live.Process.Kill()
+	_ = live.Wait() // reaped: the process is gone
+	if r := ev(opDrain, "h1"); !r.OK {
+		t.Fatalf("a run whose wrapper is gone: %+v, want drained", r)
+	}
+	if len(s.runs) != 0 {
+		t.Errorf("the ended run is still registered: %v", s.runs)
+	}
+}
+
+// unixPairConn is one end of a connected pair of unix sockets (the other
+// is closed at the test's end).
+func unixPairConn(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "s")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(*net.UnixConn)
+	}
+	a, b := conn(fds[0]), conn(fds[1])
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }
