@@ -164,13 +164,13 @@ func TestExecFirstServerKilled(t *testing.T) {
 	})
 }
 
-// A stop right after a call returned never finds the sandbox busy: a call
+// TestExecChannelThenStop: a stop right after a call returned never finds the sandbox busy: a call
 // through a channel (the first call's, or a warm call's through the
 // persistent channel) returns once its run's wrapper has exited, as a plain
 // exec's call does (the main pass caught `stop` failing with scope_busy
 // right after a first exec under load: the call had returned at the run's
 // status, its wrapper still registered with PID 1).
-func TestExecThenStop(t *testing.T) {
+func TestExecChannelThenStop(t *testing.T) {
 	needE2E(t)
 	scope := newScope(t)
 	for i := 0; i < 6; i++ {
