@@ -120,7 +120,7 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 		Image:      s.Image,
 		User:       core.SandboxUser,
 		WorkingDir: core.WorkspaceDir,
-		Entrypoint: s.initCommand(),
+		Entrypoint: s.initCommand(false),
 		Cmd:        nil,
 		Env:        append(append(append(s.homeEnv(), "TMPDIR=/tmp"), core.HelperEnv...), s.Env...),
 		Labels:     s.labels(),
@@ -178,8 +178,9 @@ func (s Spec) ContainerConfig() (*container.Config, *container.HostConfig) {
 
 // initCommand is PID 1's command line: the helper's init, which the other
 // helper commands read back from /proc/1/cmdline (--target, --spec).
-func (s Spec) initCommand() []string {
-	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash()}
+// serveStdin: AttachedConfig's.
+func (s Spec) initCommand(serveStdin bool) []string {
+	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash(), ServeStdin: serveStdin}
 	return append([]string{core.HelperPath}, a.Argv()...)
 }
 
@@ -191,8 +192,7 @@ func (s Spec) initCommand() []string {
 // engine must not keep: no log.
 func (s Spec) AttachedConfig() (*container.Config, *container.HostConfig) {
 	cfg, hc := s.ContainerConfig()
-	a := wire.InitArgs{IdleTTL: s.IdleTTL, MaxLifetime: s.MaxLifetime, Disk: s.Disk, Target: s.Target.String(), Spec: s.Hash(), ServeStdin: true}
-	cfg.Entrypoint = append([]string{core.HelperPath}, a.Argv()...)
+	cfg.Entrypoint = s.initCommand(true)
 	cfg.AttachStdin, cfg.AttachStdout, cfg.AttachStderr = true, true, true
 	cfg.OpenStdin, cfg.StdinOnce = true, true
 	hc.LogConfig = container.LogConfig{Type: "none"}

@@ -90,6 +90,12 @@ func waitNoChannel(t *testing.T, scope string, d time.Duration) {
 // container between since and until (the engine lists only running execs).
 func execCreates(t *testing.T, scope string, since, until time.Time) int {
 	t.Helper()
+	return execCreatesOf(t, scope, "", since, until)
+}
+
+// execCreatesOf counts those whose command line holds cmd ("": any).
+func execCreatesOf(t *testing.T, scope, cmd string, since, until time.Time) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("type", "container"), filters.Arg("container", "docker-sandbox-"+scope))
@@ -99,7 +105,7 @@ func execCreates(t *testing.T, scope string, since, until time.Time) int {
 	for {
 		select {
 		case m := <-msgs:
-			if strings.HasPrefix(string(m.Action), "exec_create") {
+			if strings.HasPrefix(string(m.Action), "exec_create") && strings.Contains(string(m.Action), cmd) {
 				if ts := time.Unix(0, m.TimeNano); !ts.Before(since) && !ts.After(until) {
 					n++
 				}

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 )
 
 // The first call of a sandbox runs its program through the container's own
@@ -26,27 +23,7 @@ import (
 // until; the exec channel's own exec (`sandbox-helper channel`) is not one.
 func runExecCreates(t *testing.T, scope string, since, until time.Time) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := filters.NewArgs(filters.Arg("type", "container"), filters.Arg("container", "docker-sandbox-"+scope))
-	msgs, errs := engine(t).Events(ctx, events.ListOptions{Filters: f,
-		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10), Until: strconv.FormatInt(until.Add(time.Second).Unix()+1, 10)})
-	n := 0
-	for {
-		select {
-		case m := <-msgs:
-			if strings.HasPrefix(string(m.Action), "exec_create") && strings.Contains(string(m.Action), "sandbox-helper run ") {
-				if ts := time.Unix(0, m.TimeNano); !ts.Before(since) && !ts.After(until) {
-					n++
-				}
-			}
-		case err := <-errs:
-			if err != nil && err != io.EOF {
-				t.Fatalf("engine events: %v", err)
-			}
-			return n
-		}
-	}
+	return execCreatesOf(t, scope, "sandbox-helper run ", since, until)
 }
 
 // A first call goes through the attach: no engine exec runs it, and its

@@ -478,16 +478,7 @@ func TestRootKindChannel(t *testing.T) {
 		"81": "/opt/sandbox/sandbox-helper\x00run\x00"} {
 		writeProcFile(t, root, pid, "cmdline", argv)
 	}
-	for _, tc := range []struct {
-		pid  int
-		kind string
-		ok   bool
-	}{{60, "channel", true}, {62, "run", true}, {65, "", false}, {70, "", true}, {71, "", false}, {80, "run", true}, {81, "", false}} {
-		kind, _, ok := rootKind(root, tc.pid)
-		if kind != tc.kind || ok != tc.ok {
-			t.Errorf("rootKind(%d) = %q %v, want %q %v", tc.pid, kind, ok, tc.kind, tc.ok)
-		}
-	}
+	checkRootKinds(t, root, []rootKindCase{{60, "channel", true}, {62, "run", true}, {65, "", false}, {70, "", true}, {71, "", false}, {80, "run", true}, {81, "", false}})
 	procs, err := readProcs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -527,16 +518,7 @@ func TestRootKindStdinServer(t *testing.T) {
 	stdinServer.pid, stdinServer.parent = 40, 1
 	stdinServer.mu.Unlock()
 	t.Cleanup(func() { stdinServerReaped(40, 0) })
-	for _, tc := range []struct {
-		pid  int
-		kind string
-		ok   bool
-	}{{40, "", false}, {41, "run", true}, {50, "", false}, {51, "", false}, {52, "", false}} {
-		kind, _, ok := rootKind(root, tc.pid)
-		if kind != tc.kind || ok != tc.ok {
-			t.Errorf("rootKind(%d) = %q %v, want %q %v", tc.pid, kind, ok, tc.kind, tc.ok)
-		}
-	}
+	checkRootKinds(t, root, []rootKindCase{{40, "", false}, {41, "run", true}, {50, "", false}, {51, "", false}, {52, "", false}})
 	procs, err := readProcs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -626,4 +608,21 @@ func unixPairConn(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	a, b := conn(fds[0]), conn(fds[1])
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
+}
+
+// rootKindCase is what rootKind must answer for a pid.
+type rootKindCase struct {
+	pid  int
+	kind string
+	ok   bool
+}
+
+func checkRootKinds(t *testing.T, root string, cases []rootKindCase) {
+	t.Helper()
+	for _, tc := range cases {
+		kind, _, ok := rootKind(root, tc.pid)
+		if kind != tc.kind || ok != tc.ok {
+			t.Errorf("rootKind(%d) = %q %v, want %q %v", tc.pid, kind, ok, tc.kind, tc.ok)
+		}
+	}
 }
