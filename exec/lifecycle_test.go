@@ -665,6 +665,24 @@ func TestRemoveSandboxClaim(t *testing.T) {
 				return 1
 			},
 			wantCalls: []string{"drain", "remove", "volume-remove"}},
+		{name: "a channel's exec that started after the first look (a call that had just returned starts one): drained, removed",
+			execsAt: func(n int) map[string]bool {
+				if n <= 1 {
+					return nil
+				}
+				return map[string]bool{"ch": true}
+			},
+			channelsAt: func(int) int { return 1 },
+			wantCalls:  []string{"drain", "remove", "volume-remove"}},
+		{name: "an exec beside a channel that started after the first look: undrained, busy",
+			execsAt: func(n int) map[string]bool {
+				if n <= 1 {
+					return nil
+				}
+				return map[string]bool{"ch": true, "e1": true}
+			},
+			channelsAt: func(int) int { return 1 },
+			wantCode:   core.CodeScopeBusy, wantCalls: []string{"drain", "undrain"}},
 		{name: "an exec beside a channel: busy, nothing touched",
 			execsAt:    func(int) map[string]bool { return map[string]bool{"ch": true, "e1": true} },
 			channelsAt: func(int) int { return 1 },

@@ -243,21 +243,9 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 		if c.State == nil || !c.State.Running || c.State.Paused {
 			return false, nil // created, exited, dead or paused: nothing runs
 		}
-		execs := m.execInfos(ctx, c.ExecIDs)
-		channels := 0
-		if anyRunning(execs) {
-			channels = m.channelCount(ctx, id)
-		}
-		if runningCount(execs) > channels && !settled {
-			settled = true
-			execs = m.settle(ctx, c.ExecIDs, execSettle, channels)
-			if runningCount(execs) > channels {
-				// A channel whose exec had started but whose process
-				// had not yet been seen by the helper when counted.
-				channels = m.channelCount(ctx, id)
-			}
-		}
-		if runningCount(execs) > channels {
+		execs, busy := m.workExecs(ctx, id, c.ExecIDs, !settled)
+		settled = true
+		if busy {
 			return false, busyError(t, execs)
 		}
 		hadChannel := anyRunning(execs)
@@ -292,17 +280,36 @@ func (m *Manager) claim(ctx context.Context, t core.Target, id, holder string) (
 				others = append(others, x)
 			}
 		}
-		execs = m.execInfos(ctx, others)
-		if anyRunning(execs) && hadChannel {
-			// The drain killed the exec channels: their execs end.
-			execs = m.settle(ctx, others, execSettle, 0)
-		}
-		if anyRunning(execs) {
+		// The drain killed the exec channels: their execs end. A channel
+		// started since (a call that has just returned starts one as it
+		// goes) is no work either: in a drained sandbox it serves no run.
+		if execs, busy := m.workExecs(ctx, id, others, true); busy {
 			m.undrain(ctx, id, holder)
 			return false, busyError(t, execs)
 		}
 		return true, nil
 	}
+}
+
+// workExecs reports whether engine execs of ids run that are work: more
+// than the container's exec channels (channelCount), whose execs are not
+// (their calls are runs, which the drain sees). With wait it first waits
+// up to execSettle for the others to end, and counts the channels again
+// after that wait: a channel whose exec had started but whose process the
+// helper had not seen yet at the first count.
+func (m *Manager) workExecs(ctx context.Context, id string, ids []string, wait bool) (execs []ExecInfo, busy bool) {
+	execs = m.execInfos(ctx, ids)
+	if !anyRunning(execs) {
+		return execs, false
+	}
+	channels := m.channelCount(ctx, id)
+	if runningCount(execs) > channels && wait {
+		execs = m.settle(ctx, ids, execSettle, channels)
+		if runningCount(execs) > channels {
+			channels = m.channelCount(ctx, id)
+		}
+	}
+	return execs, runningCount(execs) > channels
 }
 
 // channelCount is the number of exec channels in the container: their
