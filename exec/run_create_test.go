@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -260,5 +261,80 @@ func TestRunStartsChannel(t *testing.T) {
 				t.Errorf("calls (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// The seeder and the sandbox are created at once, and the sandbox starts
+// only once the seeder's create has returned (the engine fills the volumes
+// at that create): here the seeder's create waits until the sandbox's
+// create has been made, and the start must still come after it.
+func TestCreateStartsAfterSeeder(t *testing.T) {
+	f := newFake()
+	f.helper = okHelper
+	f.seederCreate = func() error {
+		deadline := time.Now().Add(5 * time.Second)
+		for !slices.Contains(f.snapshotCalls(), "Create") {
+			if time.Now().After(deadline) {
+				return errors.New("the sandbox was not created while the seeder was")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
+	if err != nil || !res.Created {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	calls := f.snapshotCalls()
+	create, seeder, start := slices.Index(calls, "Create"), slices.Index(calls, "CreateSeeder"), slices.Index(calls, "Start")
+	if create < 0 || seeder < create || start < seeder {
+		t.Fatalf("want the sandbox's create, then the seeder's, then the start: %v", calls)
+	}
+	// The mounts name the volumes' labels: the sandbox's create may be
+	// the one that makes a volume.
+	for _, mt := range f.hostcfg[testSpec().ContainerName()].Mounts {
+		if mt.VolumeOptions == nil || !mt.VolumeOptions.NoCopy || mt.VolumeOptions.Labels[core.LabelManaged] != "true" {
+			t.Errorf("mount %s: %+v", mt.Target, mt.VolumeOptions)
+		}
+	}
+}
+
+// The seeder's create fails after the sandbox's was made: the sandbox is
+// removed, never started, the fresh volumes are asked to go once the
+// seeder is gone, and nothing ran.
+func TestCreateSeederFailsAfterSandboxCreate(t *testing.T) {
+	f := newFake()
+	ran := false
+	f.helper = func(cmd []string, code, stdin []byte) (string, string, wire.RunStatus) {
+		ran = true
+		return "", "", wire.RunStatus{}
+	}
+	f.seederCreate = func() error {
+		deadline := time.Now().Add(5 * time.Second)
+		for !slices.Contains(f.snapshotCalls(), "Create") && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		return errors.New("no space left on device")
+	}
+	m := &Manager{Engine: f, Images: fakeImages{img: image.InspectResponse{Architecture: "amd64"}}, Version: "0.1.0"}
+	res, err := m.Run(context.Background(), testSpec(), Request{Lang: languages["sh"], Workdir: core.WorkspaceDir, Timeout: time.Second, MaxOutput: 10})
+	e := core.AsError(err)
+	if e == nil || e.Code != core.CodeEngineError || !strings.Contains(e.Message, "cannot create the volumes") {
+		t.Fatalf("err %+v", err)
+	}
+	calls := f.snapshotCalls()
+	if ran || res.Created || len(f.containers) != 0 || slices.Contains(calls, "Start") {
+		t.Fatalf("ran %v, res %+v, containers %v, calls %v", ran, res, f.containers, calls)
+	}
+	var volRemoves []string
+	for _, c := range calls {
+		if strings.HasPrefix(c, "VolumeRemove") {
+			volRemoves = append(volRemoves, c)
+		}
+	}
+	want := []string{"VolumeRemove docker-sandbox-u1.user force=false", "VolumeRemove docker-sandbox-u1.s.ws force=false"}
+	if d := cmp.Diff(want, volRemoves); d != "" {
+		t.Errorf("volume removals (-want +got):\n%s", d)
 	}
 }
