@@ -96,6 +96,9 @@ type Request struct {
 	// its state persists between calls; KernelReset restarts it first.
 	Kernel      bool
 	KernelReset bool
+	// OneShot: the call removes a sandbox it creates once the run is over
+	// (exec --rm): no channel process is started for calls that follow.
+	OneShot bool
 	// otherRuntime: the sandbox runs under a runtime other than the
 	// engine's default (set by Run): its run is watched (runWatch) and its
 	// status checked against the engine's exit code of the wrapper's exec
@@ -465,8 +468,11 @@ func (m *Manager) runFirst(ctx context.Context, name string, spec Spec, req Requ
 	// The container is there: a channel for the calls that follow,
 	// started once this call's program has ended (the channel process's
 	// start and its engine exec, started with the program, slowed the
-	// first call by 20 to 40 ms on two cores).
-	m.startChannel(context.WithoutCancel(ctx), name, req)
+	// first call by 20 to 40 ms on two cores); none for a one-shot call,
+	// which removes the container now.
+	if !req.OneShot {
+		m.startChannel(context.WithoutCancel(ctx), name, req)
+	}
 	return err, viaChannel
 }
 

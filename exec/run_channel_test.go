@@ -247,6 +247,23 @@ func TestRunFirstThroughAttach(t *testing.T) {
 	if d := cmp.Diff(plainHC, hc); d != "" {
 		t.Errorf("host config beyond the log (-plain +attached):\n%s", d)
 	}
+	// A channel process for the calls that follow, started as the call
+	// ends; none for a one-shot call (exec --rm), which removes the
+	// sandbox next.
+	if ch.dials != 1 {
+		t.Errorf("the first call started %d channel processes, want 1", ch.dials)
+	}
+	f1 := newFake()
+	f1.info, f1.helper, f1.attach = f.info, f.helper, fakeFirstServer(t, true, &call)
+	ch1 := &fakeChannel{t: t}
+	m1 := &Manager{Engine: f1, Images: m.Images, Version: "0.1.0", Channel: ch1}
+	req.Stdin, req.OneShot = strings.NewReader("in"), true
+	if res, err := m1.Run(context.Background(), testSpec(), req); err != nil || res.Status.ExitCode != 3 || !res.Created {
+		t.Fatalf("one-shot: res %+v err %v", res, err)
+	}
+	if ch1.dials != 0 {
+		t.Errorf("a one-shot first call started %d channel processes, want none", ch1.dials)
+	}
 }
 
 // The first call's channel falls back to a plain exec when its server does

@@ -222,6 +222,7 @@ func execute(ctx context.Context, dockerCli command.Cli, c *config.Config, targe
 		return nil, err
 	}
 	core.Debugf("before run")
+	req.OneShot = rm
 	res, runErr := m.Run(ctx, spec, req)
 	core.Debugf("after run")
 	if runErr != nil {
