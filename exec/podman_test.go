@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/google/go-cmp/cmp"
 
@@ -264,5 +266,35 @@ func TestEngineIsPodmanAskedOnce(t *testing.T) {
 	}
 	if n := d.n.Load(); n != 2 {
 		t.Fatalf("ServerVersion asked %d times, want 2 (one failed, one answer)", n)
+	}
+}
+
+// A first exec asks the engine's version only when its info does not show
+// the Docker Engine (containerd's commit): dockerd answers the version by
+// running runc and docker-init. Podman's info leaves that commit empty, so
+// Podman is still told by its version.
+func TestPodmanToldWithoutVersion(t *testing.T) {
+	for name, tc := range map[string]struct {
+		containerd   string
+		podman       bool
+		wantVersions int
+	}{
+		"docker's info":              {containerd: "1.6.20~ds1-1+deb12u3", wantVersions: 0},
+		"an info that does not tell": {wantVersions: 1},
+		"podman":                     {podman: true, wantVersions: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake()
+			f.helper = okHelper
+			f.podman = tc.podman
+			f.info = func(i *system.Info) { i.ContainerdCommit.ID = tc.containerd }
+			if _, err := podmanRun(t, f, testSpec()); err != nil {
+				t.Fatal(err)
+			}
+			calls := f.snapshotCalls()
+			if f.versions != tc.wantVersions || slices.Contains(calls, "StartSeeder") != tc.podman {
+				t.Errorf("version calls %d (want %d); calls %v", f.versions, tc.wantVersions, calls)
+			}
+		})
 	}
 }

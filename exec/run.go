@@ -1122,8 +1122,9 @@ type createChecks struct {
 }
 
 // preflight asks the engine, concurrently, what createInner checks before
-// it creates anything: the live sandbox count, the engine's info and
-// version, the image and the target's volumes.
+// it creates anything: the live sandbox count, the engine's info (and,
+// after it, its version where the info does not show the Docker Engine:
+// engineIsPodmanInfo), the image and the target's volumes.
 func (m *Manager) preflight(ctx context.Context, ref string, vols []string) *createChecks {
 	c := &createChecks{vols: make([]error, len(vols)), volInfo: make([]volume.Volume, len(vols))}
 	var wg sync.WaitGroup
@@ -1135,8 +1136,12 @@ func (m *Manager) preflight(ctx context.Context, ref string, vols []string) *cre
 		}()
 	}
 	do(func() { c.limitErr = m.checkLimit(ctx) })
-	do(func() { c.info, c.infoErr = m.Engine.Info(ctx) })
-	do(func() { c.podman, c.podmanErr = m.engineIsPodman(ctx) })
+	do(func() {
+		c.info, c.infoErr = m.Engine.Info(ctx)
+		if c.infoErr == nil { // else createInner stops at it
+			c.podman, c.podmanErr = m.engineIsPodmanInfo(ctx, &c.info)
+		}
+	})
 	do(func() { c.img, c.imgErr = m.Engine.ImageInspect(ctx, ref) })
 	for i, v := range vols {
 		do(func() { c.volInfo[i], c.vols[i] = m.Engine.VolumeInspect(ctx, v) })

@@ -76,6 +76,8 @@ type fakeEngine struct {
 	injectCode []byte
 	// info changes what Info reports (the defaults: every limit enforced).
 	info func(*system.Info)
+	// versions counts the ServerVersion calls.
+	versions int
 	// seederCreate, when set, runs before the seeder's create (outside the
 	// lock: it may wait for other calls); an error fails that create.
 	seederCreate func() error
@@ -98,6 +100,9 @@ type fakeEngine struct {
 }
 
 func (f *fakeEngine) ServerVersion(ctx context.Context) (types.Version, error) {
+	f.mu.Lock()
+	f.versions++
+	f.mu.Unlock()
 	if f.podman {
 		return types.Version{Version: "4.3.1", Components: []types.ComponentVersion{{Name: PodmanComponent}, {Name: "Conmon"}}}, nil
 	}
