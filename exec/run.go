@@ -97,7 +97,7 @@ type Request struct {
 	Kernel      bool
 	KernelReset bool
 	// OneShot: the call removes a sandbox it creates once the run is over
-	// (exec --rm): no channel process is started for calls that follow.
+	// (exec --rm): it starts no channel process for calls that follow.
 	OneShot bool
 	// otherRuntime: the sandbox runs under a runtime other than the
 	// engine's default (set by Run): its run is watched (runWatch) and its
@@ -468,11 +468,8 @@ func (m *Manager) runFirst(ctx context.Context, name string, spec Spec, req Requ
 	// The container is there: a channel for the calls that follow,
 	// started once this call's program has ended (the channel process's
 	// start and its engine exec, started with the program, slowed the
-	// first call by 20 to 40 ms on two cores); none for a one-shot call,
-	// which removes the container now.
-	if !req.OneShot {
-		m.startChannel(context.WithoutCancel(ctx), name, req)
-	}
+	// first call by 20 to 40 ms on two cores).
+	m.startChannel(context.WithoutCancel(ctx), name, req)
 	return err, viaChannel
 }
 
@@ -504,9 +501,10 @@ func (m *Manager) channelFor(req Request) bool {
 
 // startChannel starts the channel process of the container for the calls
 // that follow, when req's kind of run may use one and there is none
-// (Dial starts it; a channel that answers meanwhile is left alone).
+// (Dial starts it; a channel that answers meanwhile is left alone). A
+// one-shot call (exec --rm) starts none, whichever route it took.
 func (m *Manager) startChannel(ctx context.Context, name string, req Request) {
-	if !m.channelFor(req) || m.Channel.Has(name) {
+	if req.OneShot || !m.channelFor(req) || m.Channel.Has(name) {
 		return
 	}
 	if conn := m.Channel.Dial(ctx, name); conn != nil {
@@ -967,33 +965,23 @@ func (m *Manager) createInner(ctx context.Context, spec *Spec, freshOut *[]strin
 			_ = m.Engine.VolumeRemove(bg, v, false)
 		}
 	}
-	// The sandbox is created while the seeder is: Docker makes and fills a
-	// new volume at the create of a container that mounts it, and the
-	// sandbox's mounts copy nothing and carry the seeder's labels, so
-	// either create may make a volume; the sandbox starts only once the
-	// seeder's create has filled them (createSandbox's ready). Podman
-	// fills a volume only at a start and takes no labels from a mount:
-	// there the seeder comes first. The fresh volumes are removed on a
-	// failure only once the seeder, which mounts them, is gone (undo).
-	sd := m.startSeed(ctx, *spec, helperRef)
-	undo := func() {
-		_ = sd.settled()
+	seeded, err := m.seed(ctx, *spec, helperRef)
+	if err != nil {
 		cleanup()
+		return "", err
 	}
-	if spec.Podman {
-		if err := sd.filled(); err != nil {
-			undo()
-			return "", err
-		}
-	}
+	core.Debugf("seeded")
 	// A run's call attaches before the start, for its program (Run), on
 	// an engine whose runs need nothing but their stream: a native
 	// runtime (spec.first is set only when spec.Runtime is ""), not Podman.
 	attach := spec.first != nil && !spec.Podman && core.NativeRuntime(info.DefaultRuntime)
-	// The seeder's removal runs while the sandbox is started; a failed
-	// removal undoes both, as when it came first (settled).
-	id, err := m.createSandbox(ctx, spec, undo, attach, sd.filled)
-	if serr := sd.settled(); serr != nil {
+	// The seeder's removal runs while the sandbox is created and started;
+	// a failed removal undoes both, as when it came first (settle). The
+	// sandbox is created only once the seeder's create has filled the
+	// volumes: a container of the sandbox's name is seeded, so a call
+	// that finds one not running may start it (withContainer).
+	id, err := m.createSandbox(ctx, spec, cleanup, attach)
+	if serr := seeded(); serr != nil {
 		if id != "" {
 			_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true})
 		}
@@ -1022,14 +1010,13 @@ func foreignVolume(name, what string) error {
 	return core.Errorf(core.CodeNotSandbox, "volume %s is not %s: it exists without the plugin's labels for it (com.docker.sandbox.*), so it is not mounted; nothing ran. Remove or rename that volume (its data is not the plugin's), or use another scope", name, what)
 }
 
-// createSandbox creates and starts the sandbox container; ready waits
-// until the volumes are filled (the seeder's create), and the start waits
-// for it; cleanup removes the fresh volumes. It returns "" when another
+// createSandbox creates and starts the sandbox container (the volumes are
+// seeded); cleanup removes the fresh volumes. It returns "" when another
 // call created the container first.
 //
 // attach: the container is created with Spec.AttachedConfig, and attached
 // to before its start; the attach goes to spec.first.
-func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func(), attach bool, ready func() error) (string, error) {
+func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func(), attach bool) (string, error) {
 	cfg, hc := spec.ContainerConfig()
 	if attach {
 		cfg, hc = spec.AttachedConfig()
@@ -1072,14 +1059,6 @@ func (m *Manager) createSandbox(ctx context.Context, spec *Spec, cleanup func(),
 			return "", core.EngineError(err, "cannot attach to the sandbox container for "+spec.Target.String())
 		}
 		hj = &a
-	}
-	if err := ready(); err != nil {
-		if hj != nil {
-			hj.Close()
-		}
-		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
-		cleanup()
-		return "", err
 	}
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		if isConflict(err) || isNotRunning(err) {
@@ -1207,38 +1186,6 @@ func (m *Manager) seed(ctx context.Context, spec Spec, helperRef string) (settle
 		once.Do(func() { rmErr = <-done })
 		return rmErr
 	}, nil
-}
-
-// seeding is a seeder being created (seed) in the background.
-type seeding struct {
-	done   chan struct{}
-	settle func() error
-	err    error
-}
-
-// startSeed starts seed in the background.
-func (m *Manager) startSeed(ctx context.Context, spec Spec, helperRef string) *seeding {
-	sd := &seeding{done: make(chan struct{})}
-	go func() {
-		defer close(sd.done)
-		sd.settle, sd.err = m.seed(ctx, spec, helperRef)
-	}()
-	return sd
-}
-
-// filled waits for the seeder's create: nil once the volumes exist and
-// are filled.
-func (sd *seeding) filled() error {
-	<-sd.done
-	return sd.err
-}
-
-// settled waits for the seeder's removal as well (seed's settle).
-func (sd *seeding) settled() error {
-	if err := sd.filled(); err != nil {
-		return err
-	}
-	return sd.settle()
 }
 
 // CheckImage refuses images that would put the sandbox's working directory

@@ -76,11 +76,11 @@ type fakeEngine struct {
 	injectCode []byte
 	// info changes what Info reports (the defaults: every limit enforced).
 	info func(*system.Info)
+	// seederCreate, when set, runs before the seeder's create (outside the
+	// lock: it may wait for other calls).
+	seederCreate func()
 	// versions counts the ServerVersion calls.
 	versions int
-	// seederCreate, when set, runs before the seeder's create (outside the
-	// lock: it may wait for other calls); an error fails that create.
-	seederCreate func() error
 	// createWarnings are the warnings ContainerCreate of the sandbox gives.
 	createWarnings []string
 	// attach serves the container's attach (the first call's channel,
@@ -314,10 +314,7 @@ func (f *fakeEngine) ContainerExecInspect(ctx context.Context, id string) (conta
 
 func (f *fakeEngine) ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
 	if name == "" && f.seederCreate != nil {
-		if err := f.seederCreate(); err != nil {
-			f.call("CreateSeeder failed")
-			return container.CreateResponse{}, err
-		}
+		f.seederCreate()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -443,7 +440,6 @@ func (f *fakeEngine) ImageInspect(ctx context.Context, ref string, _ ...client.I
 // the calls without it and without the image inspects of preflight.
 func settledCalls(t *testing.T, calls []string) []string {
 	t.Helper()
-	calls = seederFirst(t, calls)
 	var out []string
 	seeder, removed := -1, -1
 	for i, c := range calls {
@@ -467,26 +463,6 @@ func settledCalls(t *testing.T, calls []string) []string {
 		t.Fatalf("the seeder was not removed: %v", calls)
 	}
 	return out
-}
-
-// seederFirst checks that the sandbox started after the seeder's create
-// had returned (the two creates run at once: createInner), and puts the
-// seeder's create before the sandbox's, the order the calls' lists name.
-func seederFirst(t *testing.T, calls []string) []string {
-	t.Helper()
-	seeder := slices.Index(calls, "CreateSeeder")
-	if seeder < 0 {
-		return calls
-	}
-	if start := slices.Index(calls, "Start"); start >= 0 && start < seeder {
-		t.Fatalf("the sandbox started before the seeder's create returned: %v", calls)
-	}
-	out := slices.Delete(slices.Clone(calls), seeder, seeder+1)
-	i := slices.Index(out, "Create")
-	if i < 0 || i > seeder {
-		i = seeder
-	}
-	return slices.Insert(out, i, "CreateSeeder")
 }
 
 func (f *fakeEngine) VolumeInspect(ctx context.Context, v string) (volume.Volume, error) {

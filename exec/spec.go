@@ -215,56 +215,40 @@ func (s Spec) tmpfs() map[string]string {
 	return t
 }
 
-// mounts are the sandbox container's volumes. NoCopy: the seeder fills
+// mounts are the sandbox container's volumes. NoCopy: the seeder filled
 // them from the helper image (owner 65532); without it the engine copies
 // the sandbox image's content at those paths into a volume it finds empty,
 // and with it the owner of the image's directory (root, or the root-owned
 // directory the engine makes for a path the image lacks): a scope's volume
 // would then hold what an image planted, and its owner would be root
-// (TestImageCannotSeedVolumes). The labels are the seeder's: the sandbox
-// is created while the seeder is (createInner), so either create may be
-// the one that makes a new volume.
+// (TestImageCannotSeedVolumes).
 func (s Spec) mounts() []mount.Mount {
-	opts := func(name string) *mount.VolumeOptions {
-		return &mount.VolumeOptions{NoCopy: true, Labels: s.volumeLabels(name)}
-	}
-	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: core.WorkspaceDir, VolumeOptions: opts(s.WorkspaceVolume())}
-	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: core.UserDir, VolumeOptions: opts(s.UserVolume())}
-	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: core.HelperDir, ReadOnly: true, VolumeOptions: opts(s.HelperVolume)}
+	noCopy := &mount.VolumeOptions{NoCopy: true}
+	ws := mount.Mount{Type: mount.TypeVolume, Source: s.WorkspaceVolume(), Target: core.WorkspaceDir, VolumeOptions: noCopy}
+	user := mount.Mount{Type: mount.TypeVolume, Source: s.UserVolume(), Target: core.UserDir, VolumeOptions: noCopy}
+	helper := mount.Mount{Type: mount.TypeVolume, Source: s.HelperVolume, Target: core.HelperDir, ReadOnly: true, VolumeOptions: noCopy}
 	return []mount.Mount{ws, user, helper}
 }
 
 // seederMounts are the mounts of the never-started container that creates
 // and fills the volumes from the helper image (owners 65532, the helper).
 func (s Spec) seederMounts() []mount.Mount {
-	vol := func(name, target string) mount.Mount {
+	vol := func(name, target string, l map[string]string) mount.Mount {
 		return mount.Mount{Type: mount.TypeVolume, Source: name, Target: target,
-			VolumeOptions: &mount.VolumeOptions{Labels: s.volumeLabels(name)}}
+			VolumeOptions: &mount.VolumeOptions{Labels: l}}
 	}
-	ms := []mount.Mount{vol(s.UserVolume(), core.UserDir)}
+	userL := core.BaseLabels(core.KindUser)
+	userL[core.LabelScope] = s.Scope
+	ms := []mount.Mount{vol(s.UserVolume(), core.UserDir, userL)}
 	if s.Session != "" {
-		ms = append(ms, vol(s.WorkspaceVolume(), core.WorkspaceDir))
+		wsL := core.BaseLabels(core.KindWorkspace)
+		wsL[core.LabelScope] = s.Scope
+		wsL[core.LabelSession] = s.Session
+		ms = append(ms, vol(s.WorkspaceVolume(), core.WorkspaceDir, wsL))
 	}
-	return append(ms, vol(s.HelperVolume, core.HelperDir))
-}
-
-// volumeLabels are the labels of the sandbox's volume name, made by
-// whichever create makes it: the scope's long-term volume, a session's
-// workspace or the helper's volume.
-func (s Spec) volumeLabels(name string) map[string]string {
-	switch name {
-	case s.HelperVolume:
-		return core.BaseLabels(core.KindHelper)
-	case s.UserVolume():
-		l := core.BaseLabels(core.KindUser)
-		l[core.LabelScope] = s.Scope
-		return l
-	default:
-		l := core.BaseLabels(core.KindWorkspace)
-		l[core.LabelScope] = s.Scope
-		l[core.LabelSession] = s.Session
-		return l
-	}
+	hl := core.BaseLabels(core.KindHelper)
+	ms = append(ms, vol(s.HelperVolume, core.HelperDir, hl))
+	return ms
 }
 
 // ResolveWorkdir maps --workdir to an absolute path inside the workspace.
