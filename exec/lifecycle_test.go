@@ -484,6 +484,11 @@ type lcFake struct {
 	// reports (nil: the helper's status exec fails).
 	channelsAt func(n int) int
 	statusOut  map[string][]byte // status exec ID -> its output
+	// volUsers: ContainerList's answer for a "volume" filter (the
+	// containers that mount it); volErrs: VolumeRemove's errors, one per
+	// call, before volErr.
+	volUsers []container.Summary
+	volErrs  []error
 }
 
 func (f *lcFake) ServerVersion(ctx context.Context) (types.Version, error) {
@@ -584,12 +589,21 @@ func (f *lcFake) ContainerExecInspect(ctx context.Context, id string) (container
 func (f *lcFake) ContainerRemove(ctx context.Context, id string, o container.RemoveOptions) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, c := range f.volUsers {
+		if c.ID == id {
+			f.log("remove " + id)
+			return nil
+		}
+	}
 	f.log("remove")
 	f.running = false
 	return nil
 }
 
 func (f *lcFake) ContainerList(ctx context.Context, o container.ListOptions) ([]container.Summary, error) {
+	if o.Filters.Contains("volume") {
+		return f.volUsers, nil
+	}
 	return f.list, nil
 }
 
@@ -605,6 +619,11 @@ func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
 	defer f.mu.Unlock()
 	f.log("volume-remove")
 	f.volRemoved = append(f.volRemoved, v)
+	if len(f.volErrs) > 0 {
+		err := f.volErrs[0]
+		f.volErrs = f.volErrs[1:]
+		return err
+	}
 	return f.volErr
 }
 
@@ -1070,5 +1089,47 @@ func TestLaterUse(t *testing.T) {
 		if got := laterUse(tc.known, tc.hs, now); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A seeder left by a call that died between its create and its removal
+// holds the scope's volume: rm removes it and then the volume (with
+// --force any seeder; without, one older than maxCreateWait, which no
+// live call has). Anything else holding the volume, or a young seeder
+// without --force: scope_busy, nothing of theirs removed.
+func TestRemoveSandboxDeadSeeder(t *testing.T) {
+	inUse := cerrdefs.ErrConflict.WithMessage("remove docker-sandbox-u1.user: volume is in use - [s1]")
+	seeder := func(id string, age time.Duration) container.Summary {
+		return container.Summary{ID: id, State: "created", Created: time.Now().Add(-age).Unix(), Command: core.HelperPath,
+			Labels: map[string]string{core.LabelManaged: "true", core.LabelKind: core.KindSeeder},
+			Mounts: []container.MountPoint{
+				{Type: mount.TypeVolume, Name: "docker-sandbox-u1.user", Destination: core.UserDir, RW: true},
+				{Type: mount.TypeVolume, Name: helperVolumeStart + "x", Destination: core.HelperDir, RW: true}}}
+	}
+	user := container.Summary{ID: "u", State: "created", Created: 1, Command: core.HelperPath, Labels: map[string]string{core.LabelKind: core.KindSeeder}}
+	for _, tc := range []struct {
+		name     string
+		users    []container.Summary
+		force    bool
+		wantCode string
+		want     []string
+	}{
+		{"an old seeder", []container.Summary{seeder("s1", 2*time.Minute)}, false, "", []string{"volume-remove", "remove s1", "volume-remove"}},
+		{"a young seeder with force", []container.Summary{seeder("s1", time.Second)}, true, "", []string{"volume-remove", "remove s1", "volume-remove"}},
+		{"a young seeder: a live call's", []container.Summary{seeder("s1", time.Second)}, false, core.CodeScopeBusy, []string{"volume-remove"}},
+		{"an old seeder beside another container", []container.Summary{seeder("s1", 2*time.Minute), user}, true, core.CodeScopeBusy, []string{"volume-remove"}},
+		{"a look-alike seeder (no managed label)", []container.Summary{user}, true, core.CodeScopeBusy, []string{"volume-remove"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &lcFake{execsAt: func(int) map[string]bool { return nil }, volUsers: tc.users, volErrs: []error{inUse}}
+			m := &Manager{Engine: f}
+			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)
+			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
+				t.Fatalf("want code %q, got %v", tc.wantCode, err)
+			}
+			if d := cmp.Diff(tc.want, f.calls); d != "" {
+				t.Errorf("calls (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/docker-sandbox/docker-sandbox/core"
@@ -115,11 +116,14 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 	}
 	for _, v := range sortedKeys(vols) {
 		err := m.Engine.VolumeRemove(ctx, v, false)
+		if err != nil && volumeInUse(err) && m.removeDeadSeeders(ctx, v, force) {
+			err = m.Engine.VolumeRemove(ctx, v, false)
+		}
 		switch {
 		case err == nil:
 			found = true
 		case isNotFound(err):
-		case isConflict(err) || strings.Contains(err.Error(), "in use"):
+		case volumeInUse(err):
 			// A call re-created the sandbox while this one removed it.
 			return found, core.Errorf(core.CodeScopeBusy, "sandbox %s is busy: it was used again while being removed (volume %s is in use); run the rm again once it is idle, or with --force", t, v)
 		default:
@@ -127,6 +131,37 @@ func (m *Manager) RemoveSandbox(ctx context.Context, t core.Target, force bool) 
 		}
 	}
 	return found, nil
+}
+
+// volumeInUse reports the engine's refusal to remove a volume a container
+// mounts.
+func volumeInUse(err error) bool {
+	return isConflict(err) || strings.Contains(err.Error(), "in use")
+}
+
+// removeDeadSeeders removes the seeders (ownSeeder: never started) that
+// hold volume v when nothing else does, and reports whether it removed
+// any: a call that died between its seeder's create and its removal (a
+// SIGKILL) leaves one, which kept `rm` from removing the volume until a
+// `prune`. A live call removes its seeder right after its create, so
+// without force only a seeder older than maxCreateWait is taken for dead;
+// with force any is (force cuts running work short anyway).
+func (m *Manager) removeDeadSeeders(ctx context.Context, v string, force bool) bool {
+	cs, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("volume", v))})
+	if err != nil || len(cs) == 0 {
+		return false
+	}
+	for i := range cs {
+		if !ownSeeder(&cs[i]) || !force && time.Since(time.Unix(cs[i].Created, 0)) < maxCreateWait {
+			return false
+		}
+	}
+	for _, c := range cs {
+		if err := m.Engine.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !isNotFound(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // containersOf lists the IDs of the plugin's own sandbox containers of a

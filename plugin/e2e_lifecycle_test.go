@@ -1840,6 +1840,45 @@ func lcNetExists(t *testing.T, id string) bool {
 	return err == nil
 }
 
+// TestLifecycleRmDeadSeeder: a call killed between its seeder's create and
+// that seeder's removal leaves the seeder (a never-started container of the
+// helper mounting the scope's volumes, made here as the plugin makes it);
+// `rm -f` removes it, then the volume (it said scope_busy until a prune).
+// A container of the user's that mounts a scope's volume is never removed:
+// scope_busy, and the container and the volume stay.
+func TestLifecycleRmDeadSeeder(t *testing.T) {
+	needE2E(t)
+	rid := lcRunID(t)
+	dead, held := newScope(t), newScope(t)
+	for _, s := range []string{dead, held} {
+		wantStdout(t, lcSb(t, rid, "exec", "-s", s, "-c", "echo ok"), "ok\n")
+	}
+	helperVol := ""
+	for _, mp := range inspectSandbox(t, dead, "").Mounts {
+		if mp.Destination == "/opt/sandbox" {
+			helperVol = mp.Name
+		}
+	}
+	for _, s := range []string{dead, held} {
+		wantStdout(t, lcSb(t, rid, "stop", s), s+"\n")
+	}
+	deadVol, heldVol := "docker-sandbox-"+dead+".user", "docker-sandbox-"+held+".user"
+	seeder := lcMkContainer(t, "", busybox, []string{"/opt/sandbox/sandbox-helper"},
+		map[string]string{lcTestRunLabel: rid, "com.docker.sandbox.managed": "true", "com.docker.sandbox.kind": "seeder"},
+		[]mount.Mount{{Type: mount.TypeVolume, Source: deadVol, Target: "/opt/user"}, {Type: mount.TypeVolume, Source: helperVol, Target: "/opt/sandbox"}}, false)
+	if r := lcSb(t, rid, "rm", "-f", dead); r.Code != 0 || lcContainerExists(t, seeder) || lcVolumeExists(t, deadVol) {
+		t.Fatalf("rm -f with a dead seeder on the volume: seeder left %v, volume left %v\n%s", lcContainerExists(t, seeder), lcVolumeExists(t, deadVol), r)
+	}
+	user := lcMkContainer(t, "", busybox, []string{"/opt/sandbox/sandbox-helper"},
+		map[string]string{lcTestRunLabel: rid, "com.docker.sandbox.kind": "seeder"},
+		[]mount.Mount{{Type: mount.TypeVolume, Source: heldVol, Target: "/opt/user"}, {Type: mount.TypeVolume, Source: helperVol, Target: "/opt/sandbox"}}, false)
+	r := lcSb(t, rid, "rm", "-f", held)
+	if r.Code != 125 || !strings.Contains(r.Stderr, "busy") || !lcContainerExists(t, user) || !lcVolumeExists(t, heldVol) {
+		t.Fatalf("rm -f with a user's container on the volume: want scope_busy, the container and the volume kept (container %v, volume %v)\n%s",
+			lcContainerExists(t, user), lcVolumeExists(t, heldVol), r)
+	}
+}
+
 // TestLifecycleRmScopeNetwork: rm SCOPE removes the scope's egress network
 // also when the scope has no container (or no data) left; rm --all the
 // networks of scopes with nothing else; and never a network that is not
