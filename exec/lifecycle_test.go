@@ -629,6 +629,19 @@ func (f *lcFake) VolumeRemove(ctx context.Context, v string, force bool) error {
 
 var _ Engine = (*lcFake)(nil)
 
+// checkRemoveSandbox removes scope u1 from f and checks the error's code
+// ("": none) and the engine calls.
+func checkRemoveSandbox(t *testing.T, f *lcFake, force bool, wantCode string, wantCalls []string) {
+	t.Helper()
+	_, err := (&Manager{Engine: f}).RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, force)
+	if wantCode == "" && err != nil || wantCode != "" && (err == nil || core.AsError(err).Code != wantCode) {
+		t.Fatalf("want code %q, got %v", wantCode, err)
+	}
+	if d := cmp.Diff(wantCalls, f.calls); d != "" {
+		t.Errorf("calls (-want +got):\n%s", d)
+	}
+}
+
 func TestRemoveSandboxClaim(t *testing.T) {
 	none := func(int) map[string]bool { return nil }
 	for _, tc := range []struct {
@@ -720,14 +733,7 @@ func TestRemoveSandboxClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &lcFake{running: true, execsAt: tc.execsAt, volErr: tc.volErr, drainCodes: tc.drainCodes, settleAfter: tc.settleAfter, channelsAt: tc.channelsAt,
 				list: []container.Summary{sbCtr("c1", "running", 0, "u1", "")}}
-			m := &Manager{Engine: f}
-			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)
-			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
-				t.Fatalf("want code %q, got %v", tc.wantCode, err)
-			}
-			if d := cmp.Diff(tc.wantCalls, f.calls); d != "" {
-				t.Errorf("calls (-want +got):\n%s", d)
-			}
+			checkRemoveSandbox(t, f, tc.force, tc.wantCode, tc.wantCalls)
 		})
 	}
 }
@@ -1122,14 +1128,7 @@ func TestRemoveSandboxDeadSeeder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &lcFake{execsAt: func(int) map[string]bool { return nil }, volUsers: tc.users, volErrs: []error{inUse}}
-			m := &Manager{Engine: f}
-			_, err := m.RemoveSandbox(context.Background(), core.Target{Scope: "u1"}, tc.force)
-			if tc.wantCode == "" && err != nil || tc.wantCode != "" && (err == nil || core.AsError(err).Code != tc.wantCode) {
-				t.Fatalf("want code %q, got %v", tc.wantCode, err)
-			}
-			if d := cmp.Diff(tc.want, f.calls); d != "" {
-				t.Errorf("calls (-want +got):\n%s", d)
-			}
+			checkRemoveSandbox(t, f, tc.force, tc.wantCode, tc.want)
 		})
 	}
 }

@@ -182,16 +182,16 @@ func (m *Manager) engineIsPodman(ctx context.Context) (bool, error) {
 	return m.engineIsPodmanInfo(ctx, nil)
 }
 
-// DockerByInfo reports an engine whose info names containerd's commit: the
+// dockerByInfo reports an engine whose info names containerd's commit: the
 // Docker Engine, which runs its containers through containerd. Podman has
 // no containerd and leaves it empty (its compat info's ContainerdCommit,
 // RuncCommit and InitBinary are empty; checked on Podman 4.3), so an
 // engine this cannot tell is asked its version, whose components name
 // Podman's engine (IsPodman).
-func DockerByInfo(info system.Info) bool { return info.ContainerdCommit.ID != "" }
+func dockerByInfo(info system.Info) bool { return info.ContainerdCommit.ID != "" }
 
 // engineIsPodmanInfo is engineIsPodman for a caller that has the engine's
-// info: an info that shows the Docker Engine (DockerByInfo) answers without
+// info: an info that shows the Docker Engine (dockerByInfo) answers without
 // the version call, which dockerd answers by running runc and docker-init
 // (15 to 30 ms of a first exec's checks here).
 func (m *Manager) engineIsPodmanInfo(ctx context.Context, info *system.Info) (bool, error) {
@@ -201,7 +201,7 @@ func (m *Manager) engineIsPodmanInfo(ctx context.Context, info *system.Info) (bo
 			return p.(bool), nil
 		}
 	}
-	if info != nil && DockerByInfo(*info) {
+	if info != nil && dockerByInfo(*info) {
 		if keep {
 			podmanEngines.Store(m.Engine, false)
 		}

@@ -405,17 +405,23 @@ func TestInitSIGTERMKillsEverything(t *testing.T) {
 	}
 }
 
+// drainEvents sends s drain requests (op, holder) at t0 and returns the
+// replies.
+func drainEvents(s *supervisor, t0 time.Time) func(op, holder string) ctlReply {
+	return func(op, holder string) ctlReply {
+		r := make(chan ctlReply, 1)
+		s.handle(ctlEvent{kind: "drain", req: ctlRequest{Op: op, Token: holder}, reply: r}, t0)
+		return <-r
+	}
+}
+
 // TestSupervisorDrains: each stop/rm holds its own drain; undoing one
 // leaves the other; a drain lapses after drainHold (a call that died cannot
 // leave the sandbox refusing every run); the max lifetime drains for good.
 func TestSupervisorDrains(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := newSupervisor(initOptions{}, 1, t0)
-	ev := func(op, holder string) ctlReply {
-		r := make(chan ctlReply, 1)
-		s.handle(ctlEvent{kind: "drain", req: ctlRequest{Op: op, Token: holder}, reply: r}, t0)
-		return <-r
-	}
+	ev := drainEvents(s, t0)
 	if !ev(opDrain, "h1").OK || !ev(opDrain, "h2").OK || !s.draining(t0) {
 		t.Fatal("two drains")
 	}
@@ -563,11 +569,7 @@ func TestRootKindStdinServer(t *testing.T) {
 func TestSupervisorDrainSeesEndedRun(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := newSupervisor(initOptions{}, 1, t0)
-	ev := func(op, holder string) ctlReply {
-		r := make(chan ctlReply, 1)
-		s.handle(ctlEvent{kind: "drain", req: ctlRequest{Op: op, Token: holder}, reply: r}, t0)
-		return <-r
-	}
+	ev := drainEvents(s, t0)
 	live := exec.Command("sleep", "60")
 	if err := live.Start(); err != nil {
 		t.Fatal(err)
