@@ -70,6 +70,21 @@ func waitChannel(t *testing.T, scope string) {
 	})
 }
 
+// settleChannel waits, after a scope's first call, until the channel
+// process that call started serves the scope: it starts after the call's
+// program and makes its engine exec after the call returned, so a count
+// of the sandbox's execs that begins before it sees that exec too (the
+// main pass caught TestCpLocalRoute counting it for a copy). Nothing to
+// wait for with exec_channel off, or under gVisor's runtime (a runtime
+// other than the engine's native one takes no channel).
+func settleChannel(t *testing.T, scope string) {
+	t.Helper()
+	if os.Getenv("DOCKER_SANDBOX_EXEC_CHANNEL") == "false" || underRunsc() {
+		return
+	}
+	waitChannel(t, scope)
+}
+
 // waitNoChannel waits until no channel process serves the scope and its
 // socket is gone.
 func waitNoChannel(t *testing.T, scope string, d time.Duration) {

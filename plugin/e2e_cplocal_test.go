@@ -30,6 +30,7 @@ func TestCpLocalRoute(t *testing.T) {
 	cpSh(t, s, `mkdir -p d/e && echo deep > d/e/f && ln d/e/f d/hard && ln -s /etc d/etc && ln -s e/f d/rel && chmod 700 d/e &&
 		head -c 4194304 /dev/urandom > big && echo u > /opt/user/u && ln -s /etc out && ln -s d/etc chain &&
 		ln -s ../../../../../../../../../../etc hostetc && ln -s ../../../../../../../../../../etc/hostname hostname`)
+	settleChannel(t, s) // the setup's channel exec is not the copy's
 	id := cpSandboxID(t, s)
 	hostName, _ := os.Hostname()
 	local := !underRunsc()
